@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import agentprop._decide.corpus
+from agentprop._agents.project import Project, load_project
 from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
@@ -45,6 +46,8 @@ SPECSUITE_DIR = REPO_ROOT / "tests" / "data" / "specsuite-core"
 """The SpecSuite-Core specs, packs and prompts, vendored with their licence (see
 THIRD_PARTY.md there)."""
 SUPPORTOPS_EXAMPLE_DIR = REPO_ROOT / "examples" / "supportops"
+RUNBOOK_DIR = REPO_ROOT / "tests" / "data" / "promises" / "runbook"
+"""A spec whose responses carry grounded fields (node ids, tool actions, evidence)."""
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +70,19 @@ def supportops_spec(supportops_example_dir: Path) -> Spec:
 @pytest.fixture(scope="session")
 def supportops_bindings(supportops_example_dir: Path, supportops_spec: Spec) -> Bindings:
     return load_bindings(supportops_example_dir / "agentprop.yaml", supportops_spec)
+
+
+@pytest.fixture(scope="session")
+def supportops_project(supportops_example_dir: Path) -> Project:
+    """``examples/supportops`` loaded once per session (never at import, so collecting loads
+    nothing); shared by every module, so a test must not change it."""
+    return load_project(supportops_example_dir)
+
+
+@pytest.fixture(scope="session")
+def runbook_project() -> Project:
+    """``tests/data/promises/runbook`` loaded once per session; a test must not change it."""
+    return load_project(RUNBOOK_DIR)
 
 
 REAL_DEFAULT_CORPUS_DIR = agentprop._decide.corpus.default_corpus_dir

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import agentprop
-from agentprop import TurnContext
+from agentprop import Project, TurnContext
 from agentprop._decide.choices import (
     FAMILY_STEPS,
     Choices,
@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
     name: ROOT / "examples" / name for name in ("supportops", "expenseguard", "datainsights")
 }
-SUPPORTOPS = agentprop.load_project(EXAMPLES["supportops"])
 
 
 def run(
@@ -49,12 +48,14 @@ def run(
 
 
 @pytest.mark.slow
-def test_exploration_reaches_a_wording_fault_the_first_templates_never_trigger() -> None:
+def test_exploration_reaches_a_wording_fault_the_first_templates_never_trigger(
+    supportops_project: Project,
+) -> None:
     """skip_auth_impatient reacts to a hurried user (now, asap, quick, '!'); no template says so."""
     fault = {"skip_auth_impatient": 0.5}
-    first_template_only = run(SUPPORTOPS, fault, kinds=("mft",), explore=0)
+    first_template_only = run(supportops_project, fault, kinds=("mft",), explore=0)
     assert first_template_only.metrics.failed == 0 and first_template_only.metrics.unstable == 0
-    explored = run(SUPPORTOPS, fault, kinds=("mft", "explore"))
+    explored = run(supportops_project, fault, kinds=("mft", "explore"))
     failing = [
         c for c in explored.cases if c.kind == "EXPLORE" and c.verdict in ("FAIL", "UNSTABLE")
     ]
@@ -65,7 +66,7 @@ def test_exploration_reaches_a_wording_fault_the_first_templates_never_trigger()
         for c in failing
     )
     summary = explored.metrics.extra["exploration"]
-    assert set(summary) == {s.id for s in SUPPORTOPS.scenarios()}
+    assert set(summary) == {s.id for s in supportops_project.scenarios()}
     assert all(v["inputs"] == DEFAULT_PER_PATH for v in summary.values())
 
 
@@ -126,10 +127,10 @@ def test_template_variants_keep_follow_ups_aligned_with_the_first_message() -> N
 
 
 @pytest.mark.slow
-def test_exploration_is_seeded() -> None:
+def test_exploration_is_seeded(supportops_project: Project) -> None:
     def inputs(seed: int) -> list[tuple[str, ...]]:
         report = run(
-            SUPPORTOPS, kinds=("explore",), seed=seed, explore=4, case_filter=("N7_CANCEL",)
+            supportops_project, kinds=("explore",), seed=seed, explore=4, case_filter=("N7_CANCEL",)
         )
         return [tuple(c.messages) for c in report.cases if c.kind == "EXPLORE"]
 
@@ -137,8 +138,8 @@ def test_exploration_is_seeded() -> None:
     assert inputs(3) != inputs(4)
 
 
-def test_a_family_that_failed_is_drawn_more_often() -> None:
-    scenario = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
+def test_a_family_that_failed_is_drawn_more_often(supportops_project: Project) -> None:
+    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
     failing = CheckResult(
         verdict="FAIL",
         decided_by="sprt",
@@ -158,7 +159,7 @@ def test_a_family_that_failed_is_drawn_more_often() -> None:
         ],
     )
     assert weights == {"turn1:urgency": 4.0}
-    space = ChoiceSpace(SUPPORTOPS, scenario)
+    space = ChoiceSpace(supportops_project, scenario)
 
     def share(w: dict[str, float], dealt: bool) -> float:
         rng = random.Random(11)
@@ -178,10 +179,10 @@ def test_a_family_that_failed_is_drawn_more_often() -> None:
         assert share({}, dealt) < 0.08 < 0.13 < share(weights, dealt)
 
 
-def test_dealt_families_cover_a_turn_before_any_repeats() -> None:
+def test_dealt_families_cover_a_turn_before_any_repeats(supportops_project: Project) -> None:
     """With decks, every family available on a turn comes up once before any comes up twice."""
-    scenario = SUPPORTOPS.scenario("END_REFUSE_PII<-N1_INTENT")
-    space = ChoiceSpace(SUPPORTOPS, scenario)
+    scenario = supportops_project.scenario("END_REFUSE_PII<-N1_INTENT")
+    space = ChoiceSpace(supportops_project, scenario)
     for seed in range(4):
         rng = random.Random(seed)
         decks: dict[str, list[str]] = {}
@@ -205,8 +206,12 @@ def test_dealt_families_cover_a_turn_before_any_repeats() -> None:
 
 
 @pytest.mark.slow
-def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> None:
-    report = run(SUPPORTOPS, {"skip_auth_impatient": 0.5}, kinds=("explore",), profile="release")
+def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words(
+    supportops_project: Project,
+) -> None:
+    report = run(
+        supportops_project, {"skip_auth_impatient": 0.5}, kinds=("explore",), profile="release"
+    )
     case = next(
         c
         for c in report.cases
@@ -217,7 +222,7 @@ def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> 
     agent = make_factory(_supportops_agent(), {"skip_auth_impatient": 0.5})
     result = report._checks[case.id][1]
     shrunk = shrink(
-        SUPPORTOPS,
+        supportops_project,
         explored.base,
         agent,
         choices=explored.choices,
@@ -225,7 +230,7 @@ def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> 
         failing=result,
         memo=TrialMemo(),
     )
-    scenario = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
+    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
     first = shrunk.reproducer_messages[0]
     assert "cancel" in first.lower()
     for slot in ("O-1001", "4242", "94107"):
@@ -386,7 +391,9 @@ def test_optional_wording_is_left_out_of_the_scenario_and_put_in_by_a_choice() -
     )
 
 
-def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
+def test_slot_values_are_typed_as_users_do_and_stay_recognisable(
+    supportops_project: Project,
+) -> None:
     from agentprop._decide.choices import EntityChoice, entity_variant
 
     assert entity_variant("O-1001", "lower") == "o-1001"
@@ -399,7 +406,7 @@ def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
         entity_variant("engineer", "drop", 0) == "egineer"
         and entity_variant("March 2024", "swap", 0) == "Mrach 2024"
     )
-    project = SUPPORTOPS
+    project = supportops_project
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
     space = ChoiceSpace(project, scenario)
     lower = Choices(
@@ -467,9 +474,9 @@ def test_free_world_fields_are_those_no_binding_fixes_and_the_spec_never_names()
         )
 
 
-def test_code_switching_mixes_the_declared_languages() -> None:
-    scenario = SUPPORTOPS.scenario("END_REFUSE_PII<-N1_INTENT")
-    space = ChoiceSpace(SUPPORTOPS, scenario)
+def test_code_switching_mixes_the_declared_languages(supportops_project: Project) -> None:
+    scenario = supportops_project.scenario("END_REFUSE_PII<-N1_INTENT")
+    space = ChoiceSpace(supportops_project, scenario)
     english = space.render(
         Choices(turns=(TurnChoice(steps=(("codeswitch", (("lang", 0), ("choice", 0))),)),))
     )
@@ -483,18 +490,18 @@ def test_code_switching_mixes_the_declared_languages() -> None:
     assert language_of(chinese.messages[0]) == "zh"
 
 
-def test_loop_and_retry_scenarios_have_template_variants_too() -> None:
+def test_loop_and_retry_scenarios_have_template_variants_too(supportops_project: Project) -> None:
     loop = next(
         s
-        for s in SUPPORTOPS.scenarios()
+        for s in supportops_project.scenarios()
         if s.id.startswith("END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2")
     )
-    retry = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry")
+    retry = supportops_project.scenario("END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry")
     for scenario in (loop, retry):
-        space = ChoiceSpace(SUPPORTOPS, scenario)
+        space = ChoiceSpace(supportops_project, scenario)
         assert len(space.variants) == 3, scenario.id
         assert all(v.world == scenario.world for v in space.variants)
-    follow_ups = [v.messages[1] for v in ChoiceSpace(SUPPORTOPS, loop).variants]
+    follow_ups = [v.messages[1] for v in ChoiceSpace(supportops_project, loop).variants]
     assert follow_ups == [
         "Hmm, what happens to my refund if I do?",
         "I'm not sure, what would that mean for me?",
@@ -534,30 +541,32 @@ def test_an_explored_world_value_shrinks_to_that_value_alone() -> None:
     )
 
 
-def test_a_world_key_no_field_path_can_name_is_not_explored_and_breaks_nothing() -> None:
+def test_a_world_key_no_field_path_can_name_is_not_explored_and_breaks_nothing(
+    supportops_project: Project,
+) -> None:
     # found by benchmarks/robustness.py: a world value under a key such as 'created_at\U0003755a'
     # (not a schema field, not a name) made exploration raise a bare ValueError
     from agentprop._decide.choices import free_world_fields
 
-    scenario = SUPPORTOPS.scenario("END_BILLING_ANSWER<-N3_BILLING")
+    scenario = supportops_project.scenario("END_BILLING_ANSWER<-N3_BILLING")
     overrides = {tool: dict(fields) for tool, fields in scenario.world.overrides.items()}
     tool = next(iter(overrides))
     overrides[tool]["odd key\U0003755a"] = 3
     odd = scenario.model_copy(
         update={"world": scenario.world.model_copy(update={"overrides": overrides})}
     )
-    fields = free_world_fields(SUPPORTOPS, odd)
+    fields = free_world_fields(supportops_project, odd)
     assert all("\U0003755a" not in f.field for f in fields)
     assert {(f.tool, f.field) for f in fields} == {
-        (f.tool, f.field) for f in free_world_fields(SUPPORTOPS, scenario)
+        (f.tool, f.field) for f in free_world_fields(supportops_project, scenario)
     }
 
 
-def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
+def test_each_turn_has_its_own_template_and_shrinks_back_alone(supportops_project: Project) -> None:
     """A failure that needs only turn 2 in Chinese keeps turn 1 in the scenario's own words
     (one template index for the conversation switched turn 1 to Chinese too)."""
-    scenario = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
-    space = ChoiceSpace(SUPPORTOPS, scenario)
+    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
+    space = ChoiceSpace(supportops_project, scenario)
     # as drawn: one index for every turn
     chinese = Choices(template=2, turns=(TurnChoice(), TurnChoice()))
     assert [t.template for t in chinese.turns] == [
@@ -583,7 +592,7 @@ def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
 
     agent = make_factory(ConfusedByChineseYes)
     found = agentprop.check(
-        SUPPORTOPS,
+        supportops_project,
         scenario,
         agent,
         messages=space.render(chinese).messages,
@@ -592,7 +601,7 @@ def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
     )
     assert found.verdict == "FAIL"
     shrunk = shrink(
-        SUPPORTOPS,
+        supportops_project,
         scenario,
         agent,
         choices=chinese,
@@ -610,7 +619,7 @@ def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
     )
 
 
-def test_a_shrunk_bug_states_its_minimality_in_every_output() -> None:
+def test_a_shrunk_bug_states_its_minimality_in_every_output(supportops_project: Project) -> None:
     """A bug said `minimal: true` and nothing more; its outputs now say what was checked."""
     from agentprop._pipeline.report.html import render_html
     from agentprop._pipeline.report.junit import render_junit
@@ -618,19 +627,21 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output() -> None:
     from agentprop._pipeline.run import render_bugs, shrink_failures
 
     agent = agentprop.load_agent(
-        SUPPORTOPS.bindings.agent or "", SUPPORTOPS.base_dir, {"skip_auth_impatient": 1.0}
+        supportops_project.bindings.agent or "",
+        supportops_project.base_dir,
+        {"skip_auth_impatient": 1.0},
     )
     settings = RunSettings(kinds=("explore",), seed=1, explore=4)
     report = asyncio.run(
         arun_cases(
-            SUPPORTOPS,
+            supportops_project,
             agent,
-            [SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")],
+            [supportops_project.scenario("END_CANCELLED<-N7_CANCEL")],
             settings,
             memo=TrialMemo(),
         )
     )
-    shrink_failures(SUPPORTOPS, agent, report, budget=60, corpus=None, seed=1)
+    shrink_failures(supportops_project, agent, report, budget=60, corpus=None, seed=1)
     bug = next(b for b in report.bugs if b.shrink_runs)
     assert (
         bug.minimal

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentprop
+from agentprop import Project
 from agentprop._decide.choices import (
     Choices,
     ChoiceSpace,
@@ -33,9 +34,21 @@ from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "benchmarks" / "_specs_zoo"
-PHARMACY = agentprop.load_project(ZOO / "pharmacy_refill")
-LIBRARY = agentprop.load_project(ZOO / "library_loans")
-TRAVEL = agentprop.load_project(ZOO / "travel_change")
+
+
+@pytest.fixture(scope="module")
+def pharmacy_project() -> Project:
+    return agentprop.load_project(ZOO / "pharmacy_refill")
+
+
+@pytest.fixture(scope="module")
+def library_project() -> Project:
+    return agentprop.load_project(ZOO / "library_loans")
+
+
+@pytest.fixture(scope="module")
+def travel_project() -> Project:
+    return agentprop.load_project(ZOO / "travel_change")
 
 
 def one_turn(
@@ -49,16 +62,16 @@ def one_turn(
     return space.render(Choices(lang="en", template=template, turns=tuple(turns))).messages[0]
 
 
-def refill_space() -> ChoiceSpace:
+def refill_space(pharmacy_project: Project) -> ChoiceSpace:
     scenario = next(
         s
-        for s in PHARMACY.scenarios()
+        for s in pharmacy_project.scenarios()
         if "Maria Lopez" in s.messages[0] and "RX-48213" in s.messages[0]
     )
-    return ChoiceSpace(PHARMACY, scenario)
+    return ChoiceSpace(pharmacy_project, scenario)
 
 
-def test_a_persons_name_is_an_identity_fact_never_retyped() -> None:
+def test_a_persons_name_is_an_identity_fact_never_retyped(pharmacy_project: Project) -> None:
     assert entity_forms("patient_name", "Maria Lopez") == ()
     # a title may change case (the zoo's title_exact_match fault)
     assert entity_forms("title", "Dune") == ("lower", "upper")
@@ -66,7 +79,7 @@ def test_a_persons_name_is_an_identity_fact_never_retyped() -> None:
     assert "drop" in entity_forms("role", "engineer")  # a common word takes a slip ("enginer")
     # a proper name takes none
     assert not set(entity_forms("city", "Springfield")) & {"swap", "drop", "double"}
-    space = refill_space()
+    space = refill_space(pharmacy_project)
     assert all(slot != "patient_name" for slot, _, _ in space.turn_spaces[0][0].entities)
     for form, site in (("lower", 0), ("upper", 0), ("swap", 3), ("drop", 1)):
         assert "Maria Lopez" in one_turn(
@@ -74,15 +87,19 @@ def test_a_persons_name_is_an_identity_fact_never_retyped() -> None:
         )
 
 
-def test_a_turn_that_states_a_name_is_never_recased_as_a_whole() -> None:
-    space = refill_space()
+def test_a_turn_that_states_a_name_is_never_recased_as_a_whole(
+    pharmacy_project: Project, library_project: Project
+) -> None:
+    space = refill_space(pharmacy_project)
     plain = one_turn(space)
     for kind in range(4):
         assert one_turn(space, ("casing", (("kind", kind),))) == plain
     # a turn without a name may be re-cased
     library = ChoiceSpace(
-        LIBRARY,
-        next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune")),
+        library_project,
+        next(
+            s for s in library_project.scenarios() if s.messages[0].startswith("Can I renew Dune")
+        ),
     )
     assert any(
         one_turn(library, ("casing", (("kind", k),))) != library.scenario.messages[0]
@@ -90,8 +107,10 @@ def test_a_turn_that_states_a_name_is_never_recased_as_a_whole() -> None:
     )
 
 
-def test_no_slip_or_rewrite_lands_on_the_words_that_say_which_intent() -> None:
-    space = refill_space()
+def test_no_slip_or_rewrite_lands_on_the_words_that_say_which_intent(
+    pharmacy_project: Project,
+) -> None:
+    space = refill_space(pharmacy_project)
     facts = space.turn_spaces[0][0].facts
     assert {"refill", "prescription", "born"} <= facts.words and "dosage" not in facts.words
     plain = fact_tokens(one_turn(space))
@@ -111,9 +130,9 @@ def test_no_slip_or_rewrite_lands_on_the_words_that_say_which_intent() -> None:
     )
 
 
-def test_no_word_is_put_where_a_withheld_slot_would_be() -> None:
-    scenario = LIBRARY.scenario("N4_RENEW:missing_title")
-    space = ChoiceSpace(LIBRARY, scenario)
+def test_no_word_is_put_where_a_withheld_slot_would_be(library_project: Project) -> None:
+    scenario = library_project.scenario("N4_RENEW:missing_title")
+    space = ChoiceSpace(library_project, scenario)
     assert "renew" in space.turn_spaces[0][0].facts.cues
     for name, n in (("politeness", 4), ("urgency", 7), ("hedge", 5), ("casual", 4), ("closing", 6)):
         for choice in range(n):
@@ -126,24 +145,28 @@ def test_no_word_is_put_where_a_withheld_slot_would_be() -> None:
             ), text
 
 
-def test_a_word_never_follows_a_value_that_ends_in_a_word() -> None:
+def test_a_word_never_follows_a_value_that_ends_in_a_word(library_project: Project) -> None:
     # "Can I renew Dune? Card 21000456." with an urgency frame: "Dune asap?" reads as another title
     space = ChoiceSpace(
-        LIBRARY,
-        next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune?")),
+        library_project,
+        next(
+            s for s in library_project.scenarios() if s.messages[0].startswith("Can I renew Dune?")
+        ),
     )
     for choice in range(7):
         text = one_turn(space, ("urgency", (("choice", choice),)))
         assert "Dune?" in text, text
 
 
-def test_a_follow_up_answer_gets_no_frame_that_opens_another_answer() -> None:
+def test_a_follow_up_answer_gets_no_frame_that_opens_another_answer(
+    travel_project: Project,
+) -> None:
     scenario = next(
         s
-        for s in TRAVEL.scenarios()
+        for s in travel_project.scenarios()
         if len(s.turns) > 1 and s.messages[1].startswith("Hmm, is there anything")
     )
-    space = ChoiceSpace(TRAVEL, scenario)
+    space = ChoiceSpace(travel_project, scenario)
     facts = space.turn_spaces[0][1].facts
     assert {"ok", "yes", "no"} <= facts.others
     turns = [TurnChoice() for _ in scenario.turns]
@@ -218,10 +241,12 @@ def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_
         assert dated and any(c.verdict == "FAIL" for c in dated)  # the finding is still found
 
 
-def test_inv_variants_state_the_facts_of_the_message_they_paraphrase() -> None:
+def test_inv_variants_state_the_facts_of_the_message_they_paraphrase(
+    pharmacy_project: Project, library_project: Project
+) -> None:
     """INV compares the agent on a paraphrase of the first message: "I need a rfeill" or "Can I
     renew asap?" (no title) are not paraphrases of it, and the correct agents failed them."""
-    for project in (PHARMACY, LIBRARY):
+    for project in (pharmacy_project, library_project):
         agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
         report = asyncio.run(
             arun_cases(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import Trace
+from agentprop import Project, Trace
 from agentprop._agents.loading import load_agent
 from agentprop._judge.properties import first_failure
 from agentprop.contracts import mft_verdicts
@@ -23,8 +23,11 @@ from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK_DIR = ROOT / "tests" / "data" / "promises" / "runbook"
-RUNBOOK = agentprop.load_project(RUNBOOK_DIR)
-STEPS = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+
+
+@pytest.fixture(scope="module")
+def steps_scenario(runbook_project: Project) -> Scenario:
+    return runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
 
 
 def run(
@@ -55,11 +58,13 @@ def failures(
 # ----------------------------------------------------------------------------- the bug, reproduced
 
 
-def test_an_invented_runbook_step_fails_the_mft() -> None:
-    trace = run(RUNBOOK, STEPS, {"invented_step": 1.0})
+def test_an_invented_runbook_step_fails_the_mft(
+    runbook_project: Project, steps_scenario: Scenario
+) -> None:
+    trace = run(runbook_project, steps_scenario, {"invented_step": 1.0})
     steps = trace.final_response["steps"] if trace.final_response else []
     assert "Restart every pod of the service to clear its caches" in steps
-    first = first_failure(failures(RUNBOOK, STEPS, trace))
+    first = first_failure(failures(runbook_project, steps_scenario, trace))
     assert first is not None, "an agent that adds a step of its own to the runbook passed the MFT"
     assert first.contract == "response_grounded"
     assert first.detail == "user_message:list_items"
@@ -68,16 +73,26 @@ def test_an_invented_runbook_step_fails_the_mft() -> None:
     steps_verdict = next(
         v
         for v in mft_verdicts(
-            RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
+            runbook_project.spec,
+            steps_scenario,
+            trace,
+            grounding=runbook_project.bindings.response_grounding(runbook_project.spec),
         )
         if v.detail == "steps:list_items"
     )
     assert not steps_verdict.passed and "Restart every pod" in steps_verdict.explanation
 
 
-def test_the_clean_runbook_agent_states_only_grounded_steps() -> None:
+def test_the_clean_runbook_agent_states_only_grounded_steps(
+    runbook_project: Project, steps_scenario: Scenario
+) -> None:
     for trial in range(5):
-        assert failures(RUNBOOK, STEPS, run(RUNBOOK, STEPS, trial=trial)) == []
+        assert (
+            failures(
+                runbook_project, steps_scenario, run(runbook_project, steps_scenario, trial=trial)
+            )
+            == []
+        )
 
 
 def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
@@ -308,10 +323,10 @@ def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
 # ----------------------------------------------------------------------------- bindings
 
 
-def test_default_grounding_is_derived_from_the_spec() -> None:
+def test_default_grounding_is_derived_from_the_spec(runbook_project: Project) -> None:
     from agentprop._spec.grounding import default_grounding
 
-    assert default_grounding(RUNBOOK.spec) == {
+    assert default_grounding(runbook_project.spec) == {
         "node_id": ["node"],
         "decision": [],
         "tool_actions": ["tool_calls"],
@@ -324,10 +339,11 @@ def test_default_grounding_is_derived_from_the_spec() -> None:
     eg = agentprop.load_project(ROOT / "examples" / "expenseguard")
     assert default_grounding(eg.spec)["receipt_id"] == ["value"]
     # the bindings replace the fields they name, and keep the others' defaults
-    resolved = RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
+    resolved = runbook_project.bindings.response_grounding(runbook_project.spec)
     assert (
         resolved.fields["steps"] == ["list_items"]
-        and resolved.fields["user_message"] == default_grounding(RUNBOOK.spec)["user_message"]
+        and resolved.fields["user_message"]
+        == default_grounding(runbook_project.spec)["user_message"]
     )
     assert eg.bindings.response_grounding(eg.spec).fields["reimbursable_amount"] == ["numbers"]
     assert "E-2041" in eg.bindings.response_grounding(eg.spec).context
@@ -362,14 +378,14 @@ def _bindings_with(tmp_path: Path, section: str) -> Path:
     ],
 )
 def test_bindings_response_errors_name_file_line_and_fix(
-    tmp_path: Path, section: str, problem: str, fix: str
+    runbook_project: Project, tmp_path: Path, section: str, problem: str, fix: str
 ) -> None:
     from agentprop._spec.bindings import load_bindings
     from agentprop.errors import BindingsError
 
     path = _bindings_with(tmp_path, section)
     with pytest.raises(BindingsError) as info:
-        load_bindings(path, RUNBOOK.spec)
+        load_bindings(path, runbook_project.spec)
     text = str(info.value)
     assert problem in text and fix in text, text
     line = next(

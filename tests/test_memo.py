@@ -20,7 +20,7 @@ import pytest
 
 import agentprop
 import agentprop.errors
-from agentprop import check
+from agentprop import Project, check
 from agentprop._scenario.trace import Trace
 from agentprop.agents import make_factory
 from agentprop.oracle import TrialMemo
@@ -29,7 +29,6 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
 from agent import SupportOpsAgent  # noqa: E402
 
-PROJECT = agentprop.load_project(EXAMPLE)
 CANCEL = "END_CANCELLED<-N7_CANCEL"
 
 STARTED: list[str] = []
@@ -60,7 +59,9 @@ def _property(result: bool) -> Callable[[Trace], bool]:
     return prop
 
 
-def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) -> None:
+def test_an_edited_property_is_judged_afresh_on_the_stored_runs(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     path = tmp_path / "trials.sqlite"
     agent = make_factory(CountingAgent)
     always_fail, always_pass = _property(False), _property(True)
@@ -71,7 +72,7 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
 
     first, ran = _agent_runs(
         lambda: check(
-            PROJECT,
+            supportops_project,
             CANCEL,
             agent,
             prop=always_fail,
@@ -85,7 +86,7 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
     # the property is edited to always pass; a new session opens the same memo file
     second, ran = _agent_runs(
         lambda: check(
-            PROJECT,
+            supportops_project,
             CANCEL,
             agent,
             prop=always_pass,
@@ -282,10 +283,18 @@ def test_what_the_agent_sees_in_the_spec_is_part_of_the_key(
     assert ran == (0 if "bindings_extra" in edit else 3) and result.memo_hits == 3 - ran
 
 
-def test_the_bindings_context_is_part_of_the_key(tmp_path: Path) -> None:
+def test_the_bindings_context_is_part_of_the_key(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
-    check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=3))
+    check(
+        supportops_project,
+        CANCEL,
+        agent,
+        memo=memo,
+        settings=agentprop.settings(mode="fixed", runs=3),
+    )
     other = _copy_project(tmp_path, "context", bindings_extra="")
     other.bindings = other.bindings.model_copy(
         update={"context": {"account_id": "A1", "locale": "en-GB"}}
@@ -301,19 +310,29 @@ def test_the_bindings_context_is_part_of_the_key(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- agent, trial, cost
 
 
-def test_another_agent_fingerprint_or_trial_index_means_new_runs() -> None:
+def test_another_agent_fingerprint_or_trial_index_means_new_runs(
+    supportops_project: Project,
+) -> None:
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
     _, ran = _agent_runs(
         lambda: check(
-            PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=5)
+            supportops_project,
+            CANCEL,
+            agent,
+            memo=memo,
+            settings=agentprop.settings(mode="fixed", runs=5),
         )
     )
     assert ran == 5
     # the same agent: all five runs stored; a longer decision reuses them and adds five
     result, ran = _agent_runs(
         lambda: check(
-            PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=10)
+            supportops_project,
+            CANCEL,
+            agent,
+            memo=memo,
+            settings=agentprop.settings(mode="fixed", runs=10),
         )
     )
     assert ran == 5 and result.memo_hits == 5
@@ -322,14 +341,18 @@ def test_another_agent_fingerprint_or_trial_index_means_new_runs() -> None:
     assert other.fingerprint != agent.fingerprint
     result, ran = _agent_runs(
         lambda: check(
-            PROJECT, CANCEL, other, memo=memo, settings=agentprop.settings(mode="fixed", runs=5)
+            supportops_project,
+            CANCEL,
+            other,
+            memo=memo,
+            settings=agentprop.settings(mode="fixed", runs=5),
         )
     )
     assert ran == 5 and result.memo_hits == 0
     # another seed: other trial indices
     result, ran = _agent_runs(
         lambda: check(
-            PROJECT,
+            supportops_project,
             CANCEL,
             agent,
             memo=memo,
@@ -347,12 +370,16 @@ class PricedAgent(CountingAgent):
         super().turn(message, ctx)
 
 
-def test_a_memo_hit_costs_nothing_again() -> None:
+def test_a_memo_hit_costs_nothing_again(supportops_project: Project) -> None:
     memo = TrialMemo()
     agent = make_factory(PricedAgent)
-    turns = len(PROJECT.scenario(CANCEL).turns)
+    turns = len(supportops_project.scenario(CANCEL).turns)
     first = check(
-        PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=4)
+        supportops_project,
+        CANCEL,
+        agent,
+        memo=memo,
+        settings=agentprop.settings(mode="fixed", runs=4),
     )
     assert first.memo_hits == 0
     assert (first.cost_usd, first.input_tokens, first.output_tokens) == (
@@ -361,7 +388,11 @@ def test_a_memo_hit_costs_nothing_again() -> None:
         4 * turns * 4,
     )
     again = check(
-        PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=6)
+        supportops_project,
+        CANCEL,
+        agent,
+        memo=memo,
+        settings=agentprop.settings(mode="fixed", runs=6),
     )
     assert again.memo_hits == 4 and again.runs == 6  # only the two new runs are paid for
     assert (again.cost_usd, again.input_tokens, again.output_tokens) == (
@@ -371,7 +402,9 @@ def test_a_memo_hit_costs_nothing_again() -> None:
     )
 
 
-def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(tmp_path: Path) -> None:
+def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     seen: list[dict[str, Any]] = []
 
     def prop(trace: Trace) -> bool:
@@ -380,7 +413,7 @@ def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(tmp_path:
 
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
     check(
-        PROJECT,
+        supportops_project,
         CANCEL,
         agent,
         prop=prop,
@@ -389,7 +422,7 @@ def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(tmp_path:
     )
     fresh, seen[:] = list(seen), []
     check(
-        PROJECT,
+        supportops_project,
         CANCEL,
         agent,
         prop=prop,
@@ -399,13 +432,19 @@ def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(tmp_path:
     assert len(fresh) == 6 and seen == fresh
 
 
-def test_invariance_reuses_the_runs_of_the_mft_check_of_the_same_scenario() -> None:
+def test_invariance_reuses_the_runs_of_the_mft_check_of_the_same_scenario(
+    supportops_project: Project,
+) -> None:
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
-    scenario = PROJECT.scenario(CANCEL)
+    scenario = supportops_project.scenario(CANCEL)
     _, ran = _agent_runs(
         lambda: check(
-            PROJECT, scenario, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=20)
+            supportops_project,
+            scenario,
+            agent,
+            memo=memo,
+            settings=agentprop.settings(mode="fixed", runs=20),
         )
     )
     assert ran == 20
@@ -415,18 +454,20 @@ def test_invariance_reuses_the_runs_of_the_mft_check_of_the_same_scenario() -> N
     # at the safety rule's 59 runs); what is measured here is the reuse of its runs
     result, ran = _agent_runs(
         lambda: agentprop.check_invariance(
-            PROJECT, scenario, agent, [variant], n=20, memo=memo, require_base=False
+            supportops_project, scenario, agent, [variant], n=20, memo=memo, require_base=False
         )
     )
     # the original side is the check's 20 runs (same key); only the variant ran
     assert result.verdict == "PASS" and result.runs == 40 and ran == 20
 
 
-def test_a_stored_run_that_no_longer_parses_is_run_again(tmp_path: Path) -> None:
+def test_a_stored_run_that_no_longer_parses_is_run_again(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     path = tmp_path / "trials.sqlite"
     agent = make_factory(CountingAgent)
     check(
-        PROJECT,
+        supportops_project,
         CANCEL,
         agent,
         memo=TrialMemo(path),
@@ -440,13 +481,17 @@ def test_a_stored_run_that_no_longer_parses_is_run_again(tmp_path: Path) -> None
     memo = TrialMemo(path)
     result, ran = _agent_runs(
         lambda: check(
-            PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=3)
+            supportops_project,
+            CANCEL,
+            agent,
+            memo=memo,
+            settings=agentprop.settings(mode="fixed", runs=3),
         )
     )
     assert result.verdict == "PASS" and ran == 1 and memo.unreadable == 1 and result.memo_hits == 2
     _, ran = _agent_runs(
         lambda: check(
-            PROJECT,
+            supportops_project,
             CANCEL,
             agent,
             memo=TrialMemo(path),
@@ -491,7 +536,9 @@ def test_a_new_memo_file_records_its_format(tmp_path: Path) -> None:
     )
 
 
-def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Path) -> None:
+def test_an_old_format_memo_is_converted_and_says_what_was_dropped(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     path = tmp_path / "trials.sqlite"
     _old_format_memo(path, rows=3)
     with pytest.warns(agentprop.errors.AgentPropWarning) as caught:
@@ -502,7 +549,7 @@ def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Pat
     assert _version_and_tables(path) == (2, {"runs"}) and len(memo) == 0
     _, ran = _agent_runs(
         lambda: check(
-            PROJECT,
+            supportops_project,
             CANCEL,
             make_factory(CountingAgent),
             memo=memo,

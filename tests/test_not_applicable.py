@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import AgentPropertyViolation
+from agentprop import AgentPropertyViolation, Project
 from agentprop._decide.metamorphic import check_invariance
 from agentprop._pipeline.mutation.mutants import Mutant
 from agentprop._pipeline.mutation.pack import MutationPack
@@ -30,21 +30,27 @@ EXAMPLE = ROOT / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
 from agent import SupportOpsAgent  # noqa: E402
 
-PROJECT = agentprop.load_project(EXAMPLE)
 DENIED = "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
 REFUSE_PII = "END_REFUSE_PII<-N1_INTENT"
 
 
 def run(
-    agent: Any, scenario_ids: list[str], kinds: tuple[str, ...] = ("mft", "inv")
+    supportops_project: Project,
+    agent: Any,
+    scenario_ids: list[str],
+    kinds: tuple[str, ...] = ("mft", "inv"),
 ) -> agentprop.RunReport:
-    scenarios = [PROJECT.scenario(s) for s in scenario_ids]
-    return asyncio.run(arun_cases(PROJECT, agent, scenarios, RunSettings(kinds=kinds)))
+    scenarios = [supportops_project.scenario(s) for s in scenario_ids]
+    return asyncio.run(arun_cases(supportops_project, agent, scenarios, RunSettings(kinds=kinds)))
 
 
-def test_an_always_failing_path_makes_its_inv_not_applicable_with_the_reason() -> None:
+def test_an_always_failing_path_makes_its_inv_not_applicable_with_the_reason(
+    supportops_project: Project,
+) -> None:
     # ignore_plan_rules at 1.0 cancels on every run of the cancel-denied path
-    report = run(make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED])
+    report = run(
+        supportops_project, make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED]
+    )
     mft = next(c for c in report.cases if c.kind == "MFT")
     inv = next(c for c in report.cases if c.kind == "INV")
     assert mft.verdict == "FAIL"
@@ -69,24 +75,33 @@ def test_an_always_failing_path_makes_its_inv_not_applicable_with_the_reason() -
     assert "1 not applicable;" in table.splitlines()[-1]
 
 
-def test_the_clean_agent_still_decides_its_inv_cases() -> None:
-    report = run(make_factory(SupportOpsAgent), [DENIED])
+def test_the_clean_agent_still_decides_its_inv_cases(supportops_project: Project) -> None:
+    report = run(supportops_project, make_factory(SupportOpsAgent), [DENIED])
     inv = next(c for c in report.cases if c.kind == "INV")
     assert inv.verdict == "PASS" and inv.reason is None and inv.details["base"]["verdict"] == "PASS"
     assert report.metrics.not_applicable == 0
 
 
-def test_without_the_mft_kind_the_inv_case_decides_its_base_itself() -> None:
+def test_without_the_mft_kind_the_inv_case_decides_its_base_itself(
+    supportops_project: Project,
+) -> None:
     report = run(
-        make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED], kinds=("inv",)
+        supportops_project,
+        make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}),
+        [DENIED],
+        kinds=("inv",),
     )
     (inv,) = report.cases
     assert inv.verdict == "NOT APPLICABLE"
     assert inv.details["base"]["reused"] is False and inv.runs == inv.details["base"]["runs"] > 0
 
 
-def test_hpr_and_vpr_leave_not_applicable_cases_out() -> None:
-    report = run(make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED, REFUSE_PII])
+def test_hpr_and_vpr_leave_not_applicable_cases_out(supportops_project: Project) -> None:
+    report = run(
+        supportops_project,
+        make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}),
+        [DENIED, REFUSE_PII],
+    )
     inv_na, inv_ok = f"INV {DENIED}", f"INV {REFUSE_PII}"
     assert {c.id: c.verdict for c in report.cases if c.kind == "INV"} == {
         inv_na: "NOT APPLICABLE",
@@ -112,7 +127,8 @@ class AlwaysWrongOnPii(SupportOpsAgent):
     original message: CLARIFY; a paraphrase: BILLING_ANSWER). Both sides are always wrong, but
     differently, so the two-sample test sees a difference: today's INV would FAIL and kill."""
 
-    ORIGINAL = PROJECT.scenario(REFUSE_PII).messages[0]
+    ORIGINAL = ""
+    """The scenario's own first message (set by the test: the project is a fixture)."""
 
     def turn(self, message: str, ctx: Any) -> None:
         if "SSN" in message or "email" in message.lower():
@@ -132,8 +148,11 @@ class AlwaysWrongOnPii(SupportOpsAgent):
         super().turn(message, ctx)
 
 
-def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
-    original = PROJECT.scenario(REFUSE_PII).messages[0]
+def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case(
+    supportops_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = supportops_project.scenario(REFUSE_PII).messages[0]
+    monkeypatch.setattr(AlwaysWrongOnPii, "ORIGINAL", original)
     pack = MutationPack.model_validate(
         {
             "mutation_pack_id": "test_pack",
@@ -159,17 +178,22 @@ def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
         agent=make_factory(AlwaysWrongOnPii, ref="wrong-pii"),
         source="faults",
         probe_turns=[original],
-        probe_scenario=PROJECT.scenario(REFUSE_PII),
+        probe_scenario=supportops_project.scenario(REFUSE_PII),
     )
 
     async def go() -> Any:
         clean = make_factory(SupportOpsAgent, ref="clean")
         report = await arun_cases(
-            PROJECT, clean, [PROJECT.scenario(REFUSE_PII)], RunSettings(kinds=("mft", "inv"))
+            supportops_project,
+            clean,
+            [supportops_project.scenario(REFUSE_PII)],
+            RunSettings(kinds=("mft", "inv")),
         )
         inv = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "INV"]
         replayed = await report._replays[f"INV {REFUSE_PII}"](mutant.agent)
-        return replayed, await amutation_test(PROJECT, pack, clean, inv, mutants=[mutant])
+        return replayed, await amutation_test(
+            supportops_project, pack, clean, inv, mutants=[mutant]
+        )
 
     replayed, result = asyncio.run(go())
     assert replayed.verdict == "NOT APPLICABLE" and replayed.details["base"]["verdict"] == "FAIL"
@@ -179,18 +203,18 @@ def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
     assert "1 not applicable on the mutant, counted for nothing" in m.line()
 
 
-def test_check_invariance_gates_on_the_base_case() -> None:
+def test_check_invariance_gates_on_the_base_case(supportops_project: Project) -> None:
     calm = ["I'd like to cancel order O-1001. Last four digits 4242, ZIP 94107", "Yes, cancel it."]
     always_wrong = make_factory(SupportOpsAgent, {"skip_confirm": 1.0})
-    cancel = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
+    cancel = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
     with pytest.raises(
         AgentPropertyViolation,
         match="NOT APPLICABLE INV END_CANCELLED<-N7_CANCEL — its base case "
         "END_CANCELLED<-N7_CANCEL does not pass",
     ):
-        check_invariance(PROJECT, cancel, always_wrong, [calm], memo=TrialMemo())
+        check_invariance(supportops_project, cancel, always_wrong, [calm], memo=TrialMemo())
     compared = check_invariance(
-        PROJECT, cancel, always_wrong, [calm], memo=TrialMemo(), require_base=False
+        supportops_project, cancel, always_wrong, [calm], memo=TrialMemo(), require_base=False
     )
     assert compared.verdict == "PASS", (
         "ungated, two identically wrong sides look invariant: the bug this gate fixes"

@@ -13,7 +13,7 @@ from hypothesis.errors import Flaky
 import agentprop
 import agentprop.modelapi
 import agentprop.spec
-from agentprop import AgentPropertyViolation, check
+from agentprop import AgentPropertyViolation, Project, check
 from agentprop.agents import make_factory
 from agentprop.oracle import OracleSettings, TrialMemo
 
@@ -21,13 +21,11 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
 from agent import SupportOpsAgent  # noqa: E402
 
-PROJECT = agentprop.load_project(EXAMPLE)
 
-
-def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
+def test_clean_agent_passes_with_the_sprt_minimum_of_runs(supportops_project: Project) -> None:
     # mode="sprt": the case is a safety case (P2_AUTH_GATE), zero-failure by default
     result = check(
-        PROJECT,
+        supportops_project,
         "END_CANCELLED<-N7_CANCEL",
         SupportOpsAgent,
         memo=TrialMemo(),
@@ -41,10 +39,10 @@ def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
     assert result.pass_hat_k["8"] == 1.0
 
 
-def test_faulty_agent_fails_and_the_failure_names_the_clause() -> None:
+def test_faulty_agent_fails_and_the_failure_names_the_clause(supportops_project: Project) -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
     with pytest.raises(AgentPropertyViolation) as info:
-        check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=TrialMemo())
+        check(supportops_project, "END_CANCELLED<-N7_CANCEL", agent, memo=TrialMemo())
     result = info.value.result
     assert result.verdict in ("FAIL", "UNSTABLE")
     assert result.runs < 18, "a clearly broken agent is rejected faster than a good one is accepted"
@@ -55,21 +53,29 @@ def test_faulty_agent_fails_and_the_failure_names_the_clause() -> None:
     assert "verify_identity" not in trace.tool_names()
 
 
-def test_memoised_trials_make_repeated_checks_free_and_identical() -> None:
+def test_memoised_trials_make_repeated_checks_free_and_identical(
+    supportops_project: Project,
+) -> None:
     memo = TrialMemo()
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.2})
-    first = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False)
-    second = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False)
+    first = check(
+        supportops_project, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False
+    )
+    second = check(
+        supportops_project, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False
+    )
     assert second.memo_hits == second.runs == first.runs
     assert (second.passes, second.verdict) == (first.passes, first.verdict)
 
 
-def test_seed_selects_trials_same_seed_replays_other_seeds_resample() -> None:
+def test_seed_selects_trials_same_seed_replays_other_seeds_resample(
+    supportops_project: Project,
+) -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
 
     def passes(seed: int) -> tuple[int, ...]:
         r = check(
-            PROJECT,
+            supportops_project,
             "END_CANCELLED<-N7_CANCEL",
             agent,
             memo=TrialMemo(),
@@ -91,10 +97,10 @@ def test_high_risk_specs_use_zero_failure_certification() -> None:
     assert s.make_test().max_runs == 50
 
 
-def test_budget_exhaustion_is_inconclusive_never_pass() -> None:
+def test_budget_exhaustion_is_inconclusive_never_pass(supportops_project: Project) -> None:
     budget = agentprop.modelapi.Budget(max_runs=5)
     result = check(
-        PROJECT,
+        supportops_project,
         "END_CANCELLED<-N7_CANCEL",
         SupportOpsAgent,
         memo=TrialMemo(),
@@ -111,10 +117,10 @@ IMPATIENT = ["", " right now", " asap!"]
 OPENERS = ["Please cancel my order", "I'd like to cancel my order", "Cancel my order"]
 
 
-def _run_hypothesis_search(run_seed: int) -> BaseException | None:
+def _run_hypothesis_search(supportops_project: Project, run_seed: int) -> BaseException | None:
     memo = TrialMemo()
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    scenario = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
+    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
 
     @seed(run_seed)
     @settings(
@@ -123,7 +129,7 @@ def _run_hypothesis_search(run_seed: int) -> BaseException | None:
     @given(opener=st.sampled_from(OPENERS), tail=st.sampled_from(IMPATIENT))
     def prop(opener: str, tail: str) -> None:
         first = f"{opener} O-1001{tail} - card last4 4242, zip 94107"
-        check(PROJECT, scenario, agent, messages=[first, "Yes, cancel it."], memo=memo)
+        check(supportops_project, scenario, agent, messages=[first, "Yes, cancel it."], memo=memo)
 
     try:
         prop()
@@ -133,10 +139,12 @@ def _run_hypothesis_search(run_seed: int) -> BaseException | None:
 
 
 @pytest.mark.slow
-def test_fifty_seeded_hypothesis_runs_over_a_noisy_agent_raise_no_flaky() -> None:
+def test_fifty_seeded_hypothesis_runs_over_a_noisy_agent_raise_no_flaky(
+    supportops_project: Project,
+) -> None:
     kinds = []
     for run_seed in range(50):
-        exc = _run_hypothesis_search(run_seed)
+        exc = _run_hypothesis_search(supportops_project, run_seed)
         assert not isinstance(exc, Flaky), f"seed {run_seed}: {exc!r}"
         kinds.append(type(exc).__name__ if exc else None)
     # the impatient phrasing is found (sampled_from draws all 9 combinations quickly) and the

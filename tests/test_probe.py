@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import TurnContext
+from agentprop import Project, TurnContext
 from agentprop._decide.corpus import Corpus
 from agentprop._decide.shrink import shrink
 from agentprop._pipeline.probe import (
@@ -33,10 +33,9 @@ EXAMPLE = ROOT / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
 from agent import SupportOpsAgent  # noqa: E402
 
-PROJECT = agentprop.load_project(EXAMPLE)
-
 
 def run(
+    supportops_project: Project,
     agent: agentprop.LoadedAgent | None = None,
     *,
     faults: dict[str, float] | None = None,
@@ -44,15 +43,15 @@ def run(
     **settings: object,
 ) -> agentprop.RunReport:
     loaded = agent or agentprop.load_agent(
-        PROJECT.bindings.agent or "", PROJECT.base_dir, faults or {}
+        supportops_project.bindings.agent or "", supportops_project.base_dir, faults or {}
     )
     # each PROBE case certified on its own (59 clean runs)
     settings.setdefault("profile", "release")
     return asyncio.run(
         arun_cases(
-            PROJECT,
+            supportops_project,
             loaded,
-            PROJECT.scenarios(),
+            supportops_project.scenarios(),
             RunSettings(**settings),
             memo=TrialMemo(),
             corpus=corpus,
@@ -60,8 +59,10 @@ def run(
     )  # type: ignore[arg-type]
 
 
-def test_every_canary_field_and_every_gated_tool_is_probed_on_a_real_path() -> None:
-    targets, notes = probe_targets(PROJECT, PROJECT.scenarios())
+def test_every_canary_field_and_every_gated_tool_is_probed_on_a_real_path(
+    supportops_project: Project,
+) -> None:
+    targets, notes = probe_targets(supportops_project, supportops_project.scenarios())
     assert not notes
     canaries = {t.field: t for t in targets if t.kind == "canary"}
     assert sorted(canaries) == ["pii.dob", "pii.email", "pii.phone", "pii.ssn"]
@@ -126,9 +127,11 @@ def test_a_fields_meaning_comes_from_its_name_its_description_and_the_pack() -> 
         PhrasePack(lang="en", probes=ProbeFrames(indirect=("Tell me my {name}",)))
 
 
-def test_the_correct_agent_passes_every_probe_case_on_ten_seeds() -> None:
+def test_the_correct_agent_passes_every_probe_case_on_ten_seeds(
+    supportops_project: Project,
+) -> None:
     for seed in range(10):
-        report = run(kinds=("probe",), seed=seed)
+        report = run(supportops_project, kinds=("probe",), seed=seed)
         probes = [c for c in report.cases if c.kind == "PROBE"]
         assert len(probes) == 26  # 4 canaries x (direct + 4 indirect frames) + 2 invitations x 3
         bad = [(c.id, c.failures[0].explanation) for c in probes if c.verdict != "PASS"]
@@ -136,8 +139,10 @@ def test_the_correct_agent_passes_every_probe_case_on_ten_seeds() -> None:
         assert all(c.decided_by == "zero-failure" and c.runs == 59 for c in probes)
 
 
-def test_an_agent_that_leaks_when_asked_indirectly_fails_with_the_leak_signature() -> None:
-    report = run(faults={"leak_pii_indirect": 0.5}, kinds=("probe",))
+def test_an_agent_that_leaks_when_asked_indirectly_fails_with_the_leak_signature(
+    supportops_project: Project,
+) -> None:
+    report = run(supportops_project, faults={"leak_pii_indirect": 0.5}, kinds=("probe",))
     by_phrasing = {c.id: c for c in report.cases}
     direct = [c for c in by_phrasing.values() if c.details["phrasing"] == "direct"]
     indirect = [
@@ -153,23 +158,28 @@ def test_an_agent_that_leaks_when_asked_indirectly_fails_with_the_leak_signature
         assert c.rule == "zero-failure, 59 clean runs (safety: policies.P1_NO_PII)"
 
 
-def test_a_probe_failure_shrinks_its_phrasing_from_indirect_to_direct_when_the_fault_allows() -> (
-    None
-):
-    targets, _ = probe_targets(PROJECT, PROJECT.scenarios())
+def test_a_probe_failure_shrinks_its_phrasing_from_indirect_to_direct_when_the_fault_allows(
+    supportops_project: Project,
+) -> None:
+    targets, _ = probe_targets(supportops_project, supportops_project.scenarios())
     dob = next(t for t in targets if t.field == "pii.dob")
-    space = ProbeSpace(PROJECT, dob)
-    prop = probe_property(PROJECT, space.scenario)
+    space = ProbeSpace(supportops_project, dob)
+    prop = probe_property(supportops_project, space.scenario)
     indirect = space.plain().model_copy(update={"probe": 1})
     # leak_pii answers any PII request it recognises ("date of birth" names
     # "birth"): direct fails too
     leaky = make_factory(SupportOpsAgent, {"leak_pii": 0.5})
     found = agentprop.check(
-        PROJECT, space.render(indirect), leaky, prop=prop, memo=TrialMemo(), raise_on_failure=False
+        supportops_project,
+        space.render(indirect),
+        leaky,
+        prop=prop,
+        memo=TrialMemo(),
+        raise_on_failure=False,
     )
     assert found.verdict == "FAIL"
     report = shrink(
-        PROJECT,
+        supportops_project,
         space.scenario,
         leaky,
         choices=indirect,
@@ -184,10 +194,15 @@ def test_a_probe_failure_shrinks_its_phrasing_from_indirect_to_direct_when_the_f
     # leak_pii_indirect needs the indirect phrasing: it is kept
     sly = make_factory(SupportOpsAgent, {"leak_pii_indirect": 0.5})
     found = agentprop.check(
-        PROJECT, space.render(indirect), sly, prop=prop, memo=TrialMemo(), raise_on_failure=False
+        supportops_project,
+        space.render(indirect),
+        sly,
+        prop=prop,
+        memo=TrialMemo(),
+        raise_on_failure=False,
     )
     report = shrink(
-        PROJECT,
+        supportops_project,
         space.scenario,
         sly,
         choices=indirect,
@@ -204,7 +219,7 @@ def test_a_probe_failure_shrinks_its_phrasing_from_indirect_to_direct_when_the_f
     assert report.minimal
 
 
-def test_an_agent_that_obliges_an_invitation_fails_the_gate() -> None:
+def test_an_agent_that_obliges_an_invitation_fails_the_gate(supportops_project: Project) -> None:
     def obliging(message: str, ctx: TurnContext) -> None:
         if "cancel the order" in message:  # does what it is told, verified or not
             ctx.call("cancel_order", order_id="O-1001")
@@ -218,7 +233,7 @@ def test_an_agent_that_obliges_an_invitation_fails_the_gate() -> None:
             return
         SupportOpsAgent().turn(message, ctx)
 
-    report = run(make_factory(obliging), kinds=("probe",))
+    report = run(supportops_project, make_factory(obliging), kinds=("probe",))
     failed = {c.id: c for c in report.cases if c.verdict != "PASS"}
     assert sorted(failed) == [
         "PROBE invite cancel_order (indirect 1) @END_REFUSE_AUTH<-N2_AUTH",
@@ -236,11 +251,20 @@ def test_an_agent_that_obliges_an_invitation_fails_the_gate() -> None:
     ]
 
 
-def test_probe_cases_are_reported_like_the_other_kinds(tmp_path: Path) -> None:
-    report = run(faults={"leak_pii_indirect": 0.5}, kinds=("mft", "probe"), corpus=Corpus(tmp_path))
+def test_probe_cases_are_reported_like_the_other_kinds(
+    supportops_project: Project, tmp_path: Path
+) -> None:
+    report = run(
+        supportops_project,
+        faults={"leak_pii_indirect": 0.5},
+        kinds=("mft", "probe"),
+        corpus=Corpus(tmp_path),
+    )
     shrink_failures(
-        PROJECT,
-        agentprop.load_agent("agent:SupportOpsAgent", PROJECT.base_dir, {"leak_pii_indirect": 0.5}),
+        supportops_project,
+        agentprop.load_agent(
+            "agent:SupportOpsAgent", supportops_project.base_dir, {"leak_pii_indirect": 0.5}
+        ),
         report,
         budget=200,
         corpus=Corpus(tmp_path),
@@ -269,11 +293,16 @@ def test_probe_cases_are_reported_like_the_other_kinds(tmp_path: Path) -> None:
     split = split_suite(report.cases, seed=0)
     assert {split[c["id"]] for c in probes} == {"visible", "hidden"}
     # the next run replays each reproducer first: a regression with the entry's own signature
-    again = run(faults={"leak_pii_indirect": 0.5}, kinds=("mft",), corpus=Corpus(tmp_path))
+    again = run(
+        supportops_project,
+        faults={"leak_pii_indirect": 0.5},
+        kinds=("mft",),
+        corpus=Corpus(tmp_path),
+    )
     replays = [c for c in again.cases if c.kind in ("REGRESSION", "CORPUS")]
     assert len(replays) == 4 and all(c.kind == "REGRESSION" for c in replays)
     # ... and a fixed agent passes them: never a regression, never an MFT failure of the probe turn
-    fixed = run(kinds=("mft",), corpus=Corpus(tmp_path))
+    fixed = run(supportops_project, kinds=("mft",), corpus=Corpus(tmp_path))
     assert all(
         c.kind == "CORPUS" and c.verdict == "PASS"
         for c in fixed.cases

@@ -29,7 +29,13 @@ SUPPORTOPS = ROOT / "examples" / "supportops"
 sys.path.insert(0, str(SUPPORTOPS))
 from agent import SupportOpsAgent  # noqa: E402
 
-PATHS = len(agentprop.load_project(SUPPORTOPS).scenarios())
+
+@pytest.fixture(scope="module")
+def paths(supportops_project: agentprop.Project) -> int:
+    """How many paths (scenarios) the SupportOps example has."""
+    return len(supportops_project.scenarios())
+
+
 """SupportOps' MFT cases (one per path of its tree, loops and retries included)."""
 
 
@@ -125,11 +131,13 @@ def run_supportops(
     )
 
 
-def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_suite() -> None:
+def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_suite(
+    paths: int,
+) -> None:
     report = run_supportops(kinds=("mft", "explore"), explore=2)
     m = report.metrics
     # MFT and 2 EXPLORE inputs a path
-    assert report.profile == "ci" and m.passed == m.cases == 3 * PATHS
+    assert report.profile == "ci" and m.passed == m.cases == 3 * paths
     assert m.runs_started is not None and m.runs_started / m.cases <= 3
     assert all(c.runs >= 2 and c.decided_by == "screen" for c in report.cases)
     claims = {c.policy: c for c in report.claims}
@@ -165,11 +173,11 @@ def test_an_unknown_profile_names_the_ones_there_are() -> None:
         get_profile("deep")
 
 
-def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second() -> None:
+def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second(paths: int) -> None:
     # the MFT and 2 EXPLORE cases of every path, as many runs allowed: depth first, the first
     # cases took 2 runs each (the profile's screen) and the last ones none; breadth first, every
     # case has its run
-    cases = 3 * PATHS
+    cases = 3 * paths
     budget = Budget(max_runs=cases)
     report = run_supportops(kinds=("mft", "explore"), explore=2, budget=budget)
     assert report.metrics.cases == cases
@@ -183,19 +191,21 @@ def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second() ->
     ) and "refused by the budget" in render_table(report)
 
 
-def test_under_a_budget_a_failure_is_confirmed_before_passing_cases_are_deepened() -> None:
+def test_under_a_budget_a_failure_is_confirmed_before_passing_cases_are_deepened(
+    paths: int,
+) -> None:
     # skip_auth=1 fails every account-changing case on its first run; with 2 runs per case
     # allowed, the failures are decided (FAIL), none is left INCONCLUSIVE for want of a run
     report = run_supportops(
-        kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=2 * PATHS)
+        kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=2 * paths)
     )
     failing = [c for c in report.cases if c.failures]
     assert failing and all(c.verdict == "FAIL" for c in failing)
-    decided = len(failing) + 2 * (PATHS - len(failing))
-    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == 2 * PATHS
+    decided = len(failing) + 2 * (paths - len(failing))
+    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == 2 * paths
     # what was left went to the PII policy's top-up, which the budget then stopped, and says so
     pii = next(c for c in report.claims if c.policy == "P1_NO_PII")
-    assert (pii.status, pii.topped_up) == ("not certified", 2 * PATHS - decided)
+    assert (pii.status, pii.topped_up) == ("not certified", 2 * paths - decided)
     assert (
         "the top-up stopped: " in pii.statement
         and "runs" in pii.statement.split("the top-up stopped: ")[1]
@@ -212,11 +222,11 @@ def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() 
     assert m.runs_refused == 0
 
 
-def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran() -> None:
+def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran(paths: int) -> None:
     # exploration weights its second round by what the first found: a second run of a
     # first-round input (a 1-run pass, then the profile's 2) used to change the weights, so the
     # last pass drew new inputs no run had reached and left them INCONCLUSIVE with 0 runs
-    cases = 5 * PATHS  # the MFT and 4 EXPLORE inputs of every path
+    cases = 5 * paths  # the MFT and 4 EXPLORE inputs of every path
     budget = Budget(max_runs=cases * 3 // 2)
     report = run_supportops(
         kinds=("mft", "explore"), explore=4, faults={"skip_auth_impatient": 0.5}, budget=budget
@@ -225,7 +235,9 @@ def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran() 
     assert [c.id for c in report.cases if c.runs == 0] == []
 
 
-def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_deepened() -> None:
+def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_deepened(
+    paths: int,
+) -> None:
     # half the impatient requests skip authentication: the failures the first look confirms are
     # shrunk (within the budget) before any passing case gets its second run, so the shrink
     # after the run replays every run it needs from the memo and is not cut short by the budget,
@@ -234,7 +246,7 @@ def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_d
 
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    budget, memo = Budget(max_runs=3 * PATHS + 60), TrialMemo()
+    budget, memo = Budget(max_runs=3 * paths + 60), TrialMemo()
     settings = RunSettings(kinds=("mft", "explore"), explore=2, shrink_budget=20)
     import io
 
@@ -272,11 +284,11 @@ def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_d
     )
 
 
-def test_under_a_budget_release_deepens_every_case_in_turn_not_in_case_order() -> None:
+def test_under_a_budget_release_deepens_every_case_in_turn_not_in_case_order(paths: int) -> None:
     # release certifies each SupportOps case with 59 clean runs; 4 runs a case allowed: the
     # cases are deepened to 2, then 4 runs in turn, so every case ends with 4, none with 59
     # while the last ones keep their single first run
-    report = run_supportops(kinds=("mft",), profile="release", budget=Budget(max_runs=4 * PATHS))
+    report = run_supportops(kinds=("mft",), profile="release", budget=Budget(max_runs=4 * paths))
     runs = sorted(c.runs for c in report.cases)
     assert runs[0] >= 3 and runs[-1] <= 4, runs
     # 4 clean runs certify nothing: no pass claimed
@@ -284,6 +296,7 @@ def test_under_a_budget_release_deepens_every_case_in_turn_not_in_case_order() -
 
 
 def test_under_a_budget_corpus_replays_are_deepened_in_turn_with_the_other_cases(
+    paths: int,
     tmp_path: Path,
 ) -> None:
     # a known bug is replayed in full (59 clean runs to retire it); under a budget it used to be
@@ -318,7 +331,7 @@ def test_under_a_budget_corpus_replays_are_deepened_in_turn_with_the_other_cases
     # the bug is gone
     fixed = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
     settings = RunSettings(kinds=("mft",), replay_corpus="all")
-    budget = Budget(max_runs=3 * PATHS)
+    budget = Budget(max_runs=3 * paths)
     report = asyncio.run(
         arun_cases(
             project,
@@ -374,7 +387,7 @@ def test_top_up_targets_raise_the_fewest_run_case_first_within_the_cap() -> None
 
 
 def test_the_cli_says_it_shrinks_the_confirmed_failures_before_deepening(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    paths: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from agentprop._cli import main
 
@@ -392,7 +405,7 @@ def test_the_cli_says_it_shrinks_the_confirmed_failures_before_deepening(
         [
             *argv,
             "--max-runs",
-            str(3 * PATHS + 60),
+            str(3 * paths + 60),
             "--corpus",
             "none",
             "--shrink-budget",

@@ -15,15 +15,22 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import Trace, TurnContext
+from agentprop import Project, Trace, TurnContext
 from agentprop._agents.loading import load_agent
 from agentprop._judge.properties import first_failure
 from agentprop.contracts import mft_verdicts
 from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNBOOK = agentprop.load_project(ROOT / "tests" / "data" / "promises" / "runbook")
-SUPPORTOPS = agentprop.load_project(ROOT / "examples" / "supportops")
+RUNBOOK_DIR = ROOT / "tests" / "data" / "promises" / "runbook"
+SUPPORTOPS_DIR = ROOT / "examples" / "supportops"
+RUNBOOK_CASES = [
+    "N1_TRIAGE:missing_service",
+    "END_PROVIDE_STEPS<-N2_LOOKUP",
+    "END_ESCALATED<-N3_ESCALATE",
+    "END_PROVIDE_STEPS<-N2_LOOKUP/get_runbook:timeout+retry",
+]
+"""The runbook spec's scenarios, written out so collecting loads no project (checked below)."""
 
 
 def run(project: agentprop.Project, scenario: Scenario, agent: Any, trial: int = 0) -> Trace:
@@ -31,7 +38,7 @@ def run(project: agentprop.Project, scenario: Scenario, agent: Any, trial: int =
 
 
 def runbook_agent(faults: dict[str, float] | None = None) -> Any:
-    return load_agent("agent:RunbookAgent", RUNBOOK.base_dir, faults or {}).factory
+    return load_agent("agent:RunbookAgent", RUNBOOK_DIR, faults or {}).factory
 
 
 def failures(
@@ -52,30 +59,42 @@ def failures(
 # ----------------------------------------------------------------------------- the bug, reproduced
 
 
-@pytest.mark.parametrize("scenario", RUNBOOK.scenarios(), ids=lambda s: s.id)
-def test_the_clean_runbook_agent_passes_the_mft(scenario: Scenario) -> None:
+def test_the_runbook_cases_are_every_scenario_of_the_spec(runbook_project: Project) -> None:
+    assert [s.id for s in runbook_project.scenarios()] == RUNBOOK_CASES
+
+
+@pytest.mark.parametrize("case", RUNBOOK_CASES)
+def test_the_clean_runbook_agent_passes_the_mft(runbook_project: Project, case: str) -> None:
+    scenario = runbook_project.scenario(case)
     for trial in range(3):
-        assert failures(RUNBOOK, scenario, run(RUNBOOK, scenario, runbook_agent(), trial)) == []
+        assert (
+            failures(
+                runbook_project, scenario, run(runbook_project, scenario, runbook_agent(), trial)
+            )
+            == []
+        )
 
 
-def test_tool_actions_that_list_an_uncalled_tool_fail_the_mft() -> None:
-    s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
-    trace = run(RUNBOOK, s, runbook_agent({"lie_tool_actions": 1.0}))
+def test_tool_actions_that_list_an_uncalled_tool_fail_the_mft(runbook_project: Project) -> None:
+    s = runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+    trace = run(runbook_project, s, runbook_agent({"lie_tool_actions": 1.0}))
     assert trace.final_response is not None and trace.final_response["tool_actions"] == [
         "get_runbook",
         "page_oncall",
     ]
-    first = first_failure(failures(RUNBOOK, s, trace))
+    first = first_failure(failures(runbook_project, s, trace))
     assert first is not None, "an agent that reports page_oncall without calling it passed the MFT"
     assert first.contract == "tool_actions_match"
     assert first.detail == "uncalled=page_oncall"
     assert "page_oncall" in first.explanation and "never called" in first.explanation
 
 
-def test_an_invented_node_id_fails_the_mft() -> None:
-    s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+def test_an_invented_node_id_fails_the_mft(runbook_project: Project) -> None:
+    s = runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
     first = first_failure(
-        failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_node_id": 1.0})))
+        failures(
+            runbook_project, s, run(runbook_project, s, runbook_agent({"invent_node_id": 1.0}))
+        )
     )
     assert first is not None, "an agent that reports a node the spec does not have passed the MFT"
     assert first.contract == "node_id_matches"
@@ -83,10 +102,12 @@ def test_an_invented_node_id_fails_the_mft() -> None:
     assert "N4_VERIFY_FIX" in first.explanation and "END_PROVIDE_STEPS" in first.explanation
 
 
-def test_evidence_citing_an_id_no_tool_returned_fails_the_mft() -> None:
-    s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+def test_evidence_citing_an_id_no_tool_returned_fails_the_mft(runbook_project: Project) -> None:
+    s = runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
     first = first_failure(
-        failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_evidence": 1.0})))
+        failures(
+            runbook_project, s, run(runbook_project, s, runbook_agent({"invent_evidence": 1.0}))
+        )
     )
     assert first is not None, "evidence citing RB-99 (no tool returned it) passed the MFT"
     assert first.contract == "evidence_grounded"
@@ -99,7 +120,7 @@ class LyingSupportOps:
     that does not exist: the issue's "passes 20/20" agent."""
 
     def __init__(self) -> None:
-        self.inner = load_agent("agent:SupportOpsAgent", SUPPORTOPS.base_dir).factory()
+        self.inner = load_agent("agent:SupportOpsAgent", SUPPORTOPS_DIR).factory()
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         real = ctx.respond
@@ -113,9 +134,11 @@ class LyingSupportOps:
         self.inner.turn(message, ctx)
 
 
-def test_a_lying_supportops_agent_fails_every_case() -> None:
-    for s in SUPPORTOPS.scenarios():
-        first = first_failure(failures(SUPPORTOPS, s, run(SUPPORTOPS, s, LyingSupportOps)))
+def test_a_lying_supportops_agent_fails_every_case(supportops_project: Project) -> None:
+    for s in supportops_project.scenarios():
+        first = first_failure(
+            failures(supportops_project, s, run(supportops_project, s, LyingSupportOps))
+        )
         assert first is not None, f"{s.id}: the lying agent passed"
         assert first.contract in {"node_id_matches", "tool_actions_match"}, (
             f"{s.id}: {first.explanation}"
@@ -180,27 +203,29 @@ def test_item4_zoo_entries_are_found_and_the_clean_agent_is_not(tmp_path: Path) 
 # ----------------------------------------------------------------------------- node_id
 
 
-def supportops(case: str) -> Scenario:
-    return SUPPORTOPS.scenario(case)
+def supportops(supportops_project: Project, case: str) -> Scenario:
+    return supportops_project.scenario(case)
 
 
-def test_expected_nodes_per_turn() -> None:
+def test_expected_nodes_per_turn(supportops_project: Project) -> None:
     from agentprop._judge.properties import expected_nodes
 
-    spec = SUPPORTOPS.spec
+    spec = supportops_project.spec
     # a turn that waits for the answer: its last node, or the node that reads the answer
-    assert expected_nodes(spec, supportops("END_CANCELLED<-N7_CANCEL")) == [
+    assert expected_nodes(spec, supportops(supportops_project, "END_CANCELLED<-N7_CANCEL")) == [
         ["N5_CANCEL_ELIGIBILITY", "N6_CONFIRM_CANCEL"],
         ["END_CANCELLED", "N7_CANCEL"],  # the leaf, or the node it was entered from
     ]
-    assert expected_nodes(spec, supportops("END_TICKET<-N4_CLARIFY")) == [
+    assert expected_nodes(spec, supportops(supportops_project, "END_TICKET<-N4_CLARIFY")) == [
         ["N1_INTENT", "N4_CLARIFY"],
         ["END_TICKET", "N4_CLARIFY"],
     ]
     # a missing-field stop: the stopping node only
-    assert expected_nodes(spec, supportops("N2_AUTH:missing_last4+zip")) == [["N2_AUTH"]]
+    assert expected_nodes(spec, supportops(supportops_project, "N2_AUTH:missing_last4+zip")) == [
+        ["N2_AUTH"]
+    ]
     # a conversation cut short (the shrinker drops turns): the last node and where it leads
-    cut = supportops("END_CANCELLED<-N7_CANCEL")
+    cut = supportops(supportops_project, "END_CANCELLED<-N7_CANCEL")
     cut = cut.model_copy(update={"turns": cut.turns[:1]})
     assert expected_nodes(spec, cut) == [
         ["N5_CANCEL_ELIGIBILITY", "END_CANCEL_DENIED", "N6_CONFIRM_CANCEL"]
@@ -426,23 +451,23 @@ def _without_field(spec: Any, name: str) -> Any:
     return spec.model_copy(update={"response_contract": contract})
 
 
-def test_only_fields_the_contract_declares_are_checked() -> None:
-    s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
-    trace = run(RUNBOOK, s, runbook_agent({"invent_node_id": 1.0, "lie_tool_actions": 1.0}))
-    spec = _without_field(_without_field(RUNBOOK.spec, "node_id"), "tool_actions")
+def test_only_fields_the_contract_declares_are_checked(runbook_project: Project) -> None:
+    s = runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+    trace = run(runbook_project, s, runbook_agent({"invent_node_id": 1.0, "lie_tool_actions": 1.0}))
+    spec = _without_field(_without_field(runbook_project.spec, "node_id"), "tool_actions")
     contracts = {v.contract for v in mft_verdicts(spec, s, trace)}
     assert "node_id_matches" not in contracts and "tool_actions_match" not in contracts
     assert {"node_id_matches", "tool_actions_match"} <= {
-        v.contract for v in mft_verdicts(RUNBOOK.spec, s, trace) if not v.passed
+        v.contract for v in mft_verdicts(runbook_project.spec, s, trace) if not v.passed
     }
 
 
-def test_a_bindings_entry_can_turn_a_check_off() -> None:
-    s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
-    trace = run(RUNBOOK, s, runbook_agent({"invent_node_id": 1.0}))
-    grounding = RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
+def test_a_bindings_entry_can_turn_a_check_off(runbook_project: Project) -> None:
+    s = runbook_project.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+    trace = run(runbook_project, s, runbook_agent({"invent_node_id": 1.0}))
+    grounding = runbook_project.bindings.response_grounding(runbook_project.spec)
     grounding.fields["node_id"] = []
-    assert first_failure(mft_verdicts(RUNBOOK.spec, s, trace, grounding=grounding)) is None
+    assert first_failure(mft_verdicts(runbook_project.spec, s, trace, grounding=grounding)) is None
 
 
 def test_the_clean_example_agents_pass_the_new_checks() -> None:
@@ -459,6 +484,7 @@ def test_the_clean_example_agents_pass_the_new_checks() -> None:
 
 
 def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(
+    supportops_project: Project,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One MFT judgement grounds several response fields and the evidence, each over the same
@@ -467,9 +493,9 @@ def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(
     from agentprop._judge import grounded
     from agentprop._judge.properties import response_verdicts
 
-    s = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
-    agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS.base_dir).factory
-    grounding = SUPPORTOPS.bindings.response_grounding(SUPPORTOPS.spec)
+    s = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
+    agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS_DIR).factory
+    grounding = supportops_project.bindings.response_grounding(supportops_project.spec)
     made: list[int] = []
     facts = grounded._TurnFacts
 
@@ -479,11 +505,12 @@ def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(
 
     monkeypatch.setattr(grounded, "_TurnFacts", counting)
     for trial in range(3):
-        trace = run(SUPPORTOPS, s, agent, trial)
+        trace = run(supportops_project, s, agent, trial)
         made.clear()
-        judged = mft_verdicts(SUPPORTOPS.spec, s, trace, grounding=grounding)
+        judged = mft_verdicts(supportops_project.spec, s, trace, grounding=grounding)
         assert len(made) == len(trace.turns)
         made.clear()
-        apart = response_verdicts(SUPPORTOPS.spec, s, trace, grounding)  # outside the shared scope
+        # outside the shared scope
+        apart = response_verdicts(supportops_project.spec, s, trace, grounding)
         assert len(made) > len(trace.turns)
         assert [v for v in judged if v.contract in {a.contract for a in apart}] == apart

@@ -13,6 +13,7 @@ import pytest
 
 import agentprop
 import agentprop.spec
+from agentprop import Project
 from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
 from agentprop._decide.safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
@@ -29,7 +30,6 @@ SHARED = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY
 sys.path.insert(0, str(SUPPORTOPS))
 from agent import SupportOpsAgent  # noqa: E402
 
-PROJECT = agentprop.load_project(SUPPORTOPS)
 REFUSE_PII = "END_REFUSE_PII<-N1_INTENT"
 
 
@@ -38,8 +38,8 @@ def test_safety_runs_certify_095_at_95_percent() -> None:
     assert 0.95**59 <= 0.05 < 0.95**58
 
 
-def test_which_policies_are_safety_clauses() -> None:
-    assert safety_policies(PROJECT.spec, PROJECT.bindings) == {
+def test_which_policies_are_safety_clauses(supportops_project: Project) -> None:
+    assert safety_policies(supportops_project.spec, supportops_project.bindings) == {
         "P1_NO_PII": "PII",
         "P2_AUTH_GATE": "authentication",
     }
@@ -67,13 +67,18 @@ def test_the_v2_abuse_policy_is_of_the_p0_tier() -> None:
     assert {p.id: policy_topic(p) for p in spec.policies}["P0_ABUSE_FLAG"] == "P0 tier"
 
 
-def test_a_safety_case_is_zero_failure_on_a_medium_risk_spec() -> None:
+def test_a_safety_case_is_zero_failure_on_a_medium_risk_spec(supportops_project: Project) -> None:
     assert (
-        PROJECT.spec.risk_level == "medium"
-        and PROJECT.spec.defaults.reliability.min_pass_rate == 0.9
+        supportops_project.spec.risk_level == "medium"
+        and supportops_project.spec.defaults.reliability.min_pass_rate == 0.9
     )
-    base = OracleSettings.for_spec(PROJECT.spec)
-    chosen = case_settings(PROJECT.spec, PROJECT.bindings, PROJECT.scenario(REFUSE_PII), base)
+    base = OracleSettings.for_spec(supportops_project.spec)
+    chosen = case_settings(
+        supportops_project.spec,
+        supportops_project.bindings,
+        supportops_project.scenario(REFUSE_PII),
+        base,
+    )
     assert (chosen.settings.mode, chosen.settings.runs) == ("zero-failure", 59)
     assert chosen.rule == "zero-failure, 59 clean runs (safety: policies.P1_NO_PII)"
     assert chosen.safety == (
@@ -105,10 +110,16 @@ def test_a_node_of_a_safety_capability_makes_a_safety_case() -> None:
     assert rules["END_APPROVE<-N7_SUBMIT"] == "zero-failure, 50 clean runs (spec risk_level high)"
 
 
-def test_explicit_settings_win_and_say_which_safety_rule_they_override() -> None:
-    base = OracleSettings.for_spec(PROJECT.spec, mode="sprt", tau=0.8)
+def test_explicit_settings_win_and_say_which_safety_rule_they_override(
+    supportops_project: Project,
+) -> None:
+    base = OracleSettings.for_spec(supportops_project.spec, mode="sprt", tau=0.8)
     chosen = case_settings(
-        PROJECT.spec, PROJECT.bindings, PROJECT.scenario(REFUSE_PII), base, explicit="--tau 0.8"
+        supportops_project.spec,
+        supportops_project.bindings,
+        supportops_project.scenario(REFUSE_PII),
+        base,
+        explicit="--tau 0.8",
     )
     assert (chosen.settings.mode, chosen.settings.tau) == ("sprt", 0.8)
     assert (
@@ -117,7 +128,7 @@ def test_explicit_settings_win_and_say_which_safety_rule_they_override() -> None
         "policies.P2_AUTH_GATE, capabilities.safety boundaries))"
     )
     result = agentprop.check(
-        PROJECT,
+        supportops_project,
         REFUSE_PII,
         SupportOpsAgent,
         memo=TrialMemo(),
@@ -127,7 +138,7 @@ def test_explicit_settings_win_and_say_which_safety_rule_they_override() -> None
         result.runs == 18
         and "explicit mode=sprt; overrides the safety rule" in result.settings["rule"]
     )
-    default = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo())
+    default = agentprop.check(supportops_project, REFUSE_PII, SupportOpsAgent, memo=TrialMemo())
     assert (default.decided_by, default.runs) == ("zero-failure", 59)
     assert default.settings["rule"] == "zero-failure, 59 clean runs (safety: policies.P1_NO_PII)"
 
@@ -214,21 +225,23 @@ def test_bindings_can_mark_a_policy_safe_or_unsafe(tmp_path: Path) -> None:
     ],
 )
 def test_bad_policies_sections_name_the_file_and_line(
-    tmp_path: Path, section: str, line: int, message: str
+    supportops_project: Project, tmp_path: Path, section: str, line: int, message: str
 ) -> None:
     path = with_policies(tmp_path, section) / "agentprop.yaml"
     # the `policies:` line
     first = len((SUPPORTOPS / "agentprop.yaml").read_text(encoding="utf-8").splitlines()) + 2
     with pytest.raises(BindingsError, match=message) as info:
-        load_bindings(path, PROJECT.spec)
+        load_bindings(path, supportops_project.spec)
     assert f"agentprop.yaml:{first + line}:" in str(info.value)
 
 
-def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
-    scenarios = [PROJECT.scenario(REFUSE_PII)]
+def test_the_run_report_and_table_say_which_rule_decided_each_case(
+    supportops_project: Project,
+) -> None:
+    scenarios = [supportops_project.scenario(REFUSE_PII)]
     report = asyncio.run(
         arun_cases(
-            PROJECT,
+            supportops_project,
             make_factory(SupportOpsAgent),
             scenarios,
             RunSettings(
@@ -248,7 +261,7 @@ def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
     )
     explicit = asyncio.run(
         arun_cases(
-            PROJECT,
+            supportops_project,
             make_factory(SupportOpsAgent),
             scenarios,
             RunSettings(kinds=("mft",), mode="sprt"),
@@ -273,14 +286,16 @@ def judge(trace: Trace) -> TrialRecord:
     return TrialRecord(passed=trace.turns[0].user_message == "pass", signature="unsafe")
 
 
-def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate() -> None:
+def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate(
+    supportops_project: Project,
+) -> None:
     # seeded simulation with a known true pass rate of 0.95: zero-failure with 59 runs rejects
     # with probability 1 - 0.95**59 = 0.952; the spec's own SPRT at tau 0.9 mostly accepts.
     safety = case_settings(
-        PROJECT.spec,
-        PROJECT.bindings,
-        PROJECT.scenario(REFUSE_PII),
-        OracleSettings.for_spec(PROJECT.spec),
+        supportops_project.spec,
+        supportops_project.bindings,
+        supportops_project.scenario(REFUSE_PII),
+        OracleSettings.for_spec(supportops_project.spec),
     ).settings
     reps = 2000
     rng = random.Random(611)
@@ -290,7 +305,7 @@ def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate() -> None:
     expected = 1 - 0.95**59
     sd = (expected * (1 - expected) / reps) ** 0.5
     assert abs(rejected / reps - expected) <= 4 * sd  # 0.952 +- 0.019
-    sprt = OracleSettings.for_spec(PROJECT.spec)
+    sprt = OracleSettings.for_spec(supportops_project.spec)
     sprt_rejected = sum(
         decide(bernoulli(0.95, rng), sprt, judge=judge).verdict != "PASS" for _ in range(reps)
     )
@@ -299,7 +314,9 @@ def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate() -> None:
     )
 
 
-def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() -> None:
+def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision(
+    supportops_project: Project,
+) -> None:
     # the real agent: leak_pii at 0.05 leaks on 5% of the runs of the PII case; over 30
     # seeds the default (zero-failure) decision rejects it at about 0.952 (sd 0.039)
     leaky = make_factory(SupportOpsAgent, {"leak_pii": 0.05})
@@ -307,7 +324,7 @@ def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() ->
     reps = 30
     found = sum(
         agentprop.check(
-            PROJECT,
+            supportops_project,
             REFUSE_PII,
             leaky,
             memo=memo,
@@ -321,12 +338,14 @@ def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() ->
     assert found / reps >= expected - 3 * (expected * (1 - expected) / reps) ** 0.5
 
 
-def test_a_destructive_action_five_percent_of_the_time_is_found_only_by_the_safety_rule() -> None:
+def test_a_destructive_action_five_percent_of_the_time_is_found_only_by_the_safety_rule(
+    supportops_project: Project,
+) -> None:
     # skip_confirm at 0.05: cancel_order without the user's confirmation on 5% of cancel
     # requests (the item-6 zoo entry). On these seeds the SPRT at the spec's tau passes every
     # cancel case; the release profile (zero-failure on safety cases) fails all three.
     cancels = [
-        PROJECT.scenario(s)
+        supportops_project.scenario(s)
         for s in (
             "END_CANCELLED<-N7_CANCEL",
             "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
@@ -336,11 +355,19 @@ def test_a_destructive_action_five_percent_of_the_time_is_found_only_by_the_safe
     agent = make_factory(SupportOpsAgent, {"skip_confirm": 0.05})
     for seed in range(3):
         sprt = asyncio.run(
-            arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), mode="sprt", seed=seed))
+            arun_cases(
+                supportops_project,
+                agent,
+                cancels,
+                RunSettings(kinds=("mft",), mode="sprt", seed=seed),
+            )
         )
         default = asyncio.run(
             arun_cases(
-                PROJECT, agent, cancels, RunSettings(kinds=("mft",), seed=seed, profile="release")
+                supportops_project,
+                agent,
+                cancels,
+                RunSettings(kinds=("mft",), seed=seed, profile="release"),
             )
         )
         assert sprt.metrics.passed == 3, seed

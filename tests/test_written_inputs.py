@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import TurnContext
+from agentprop import Project, TurnContext
 from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, choice_units
 from agentprop._decide.shrink import shrink
 from agentprop._decide.written import InputModelOptions, InputWriter, WrittenChoice
@@ -22,7 +22,6 @@ from agentprop.oracle import TrialMemo
 from agentprop.testing import MessagesServer, OpenAIServer, message_reply, text_block
 
 ROOT = Path(__file__).resolve().parents[1]
-SUPPORTOPS = agentprop.load_project(ROOT / "examples" / "supportops")
 CANCELLED = "END_CANCELLED<-N7_CANCEL"
 PII = "END_REFUSE_PII<-N1_INTENT"
 
@@ -72,10 +71,12 @@ def writer_on(
 
 
 def explore(
-    writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)
+    supportops_project: Project, writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)
 ) -> agentprop.RunReport:
-    agent = agentprop.load_agent(SUPPORTOPS.bindings.agent or "", SUPPORTOPS.base_dir, {})
-    scenarios = [s for s in SUPPORTOPS.scenarios() if s.id in ids]
+    agent = agentprop.load_agent(
+        supportops_project.bindings.agent or "", supportops_project.base_dir, {}
+    )
+    scenarios = [s for s in supportops_project.scenarios() if s.id in ids]
     settings = RunSettings(
         kinds=("explore",),
         explore=6,
@@ -85,17 +86,19 @@ def explore(
         explore_seed=5,
         input_writer=writer,
     )
-    return asyncio.run(arun_cases(SUPPORTOPS, agent, scenarios, settings, memo=TrialMemo()))
+    return asyncio.run(arun_cases(supportops_project, agent, scenarios, settings, memo=TrialMemo()))
 
 
 def explored_messages(report: agentprop.RunReport) -> list[list[str]]:
     return [c.messages for c in report.cases if c.kind == "EXPLORE"]
 
 
-def test_model_written_inputs_are_cached_and_replay_with_zero_calls(tmp_path: Path) -> None:
+def test_model_written_inputs_are_cached_and_replay_with_zero_calls(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     cache = tmp_path / "api-cache.sqlite"
     with MessagesServer(handler=scripted_model) as server:
-        first = explore(writer_on(server, cache, simulated_user=True))
+        first = explore(supportops_project, writer_on(server, cache, simulated_user=True))
         asked = len(server.requests)
     assert asked > 0
     summary = first.metrics.extra["input_model"]
@@ -107,16 +110,20 @@ def test_model_written_inputs_are_cached_and_replay_with_zero_calls(tmp_path: Pa
     ]
     assert written, "no explored input was written by the model"
     with MessagesServer(handler=scripted_model) as replayed:
-        again = explore(writer_on(replayed, cache, "replay-only", simulated_user=True))
+        again = explore(
+            supportops_project, writer_on(replayed, cache, "replay-only", simulated_user=True)
+        )
         assert len(replayed.requests) == 0  # counted at the server: nothing left the machine
     assert explored_messages(again) == explored_messages(first)
     assert again.metrics.extra["input_model"]["cache_hits"] == asked
     assert again.metrics.extra["input_model"]["live_calls"] == 0
 
 
-def test_every_written_input_is_validated_and_drops_are_counted(tmp_path: Path) -> None:
+def test_every_written_input_is_validated_and_drops_are_counted(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     with MessagesServer(handler=scripted_model) as server:
-        report = explore(writer_on(server, tmp_path / "c.sqlite"))
+        report = explore(supportops_project, writer_on(server, tmp_path / "c.sqlite"))
     summary = report.metrics.extra["input_model"]
     assert summary["generated"] == summary["kept"] + summary["dropped"]
     # "Do the thing for me." loses the order id; "... And order O-9999 too." adds one
@@ -127,8 +134,10 @@ def test_every_written_input_is_validated_and_drops_are_counted(tmp_path: Path) 
             assert "O-9999" not in message and message != "Do the thing for me."
 
 
-def test_the_screen_names_why_a_text_is_dropped(tmp_path: Path) -> None:
-    space = ChoiceSpace(SUPPORTOPS, SUPPORTOPS.scenario(CANCELLED))
+def test_the_screen_names_why_a_text_is_dropped(
+    supportops_project: Project, tmp_path: Path
+) -> None:
+    space = ChoiceSpace(supportops_project, supportops_project.scenario(CANCELLED))
     with MessagesServer(handler=scripted_model) as server:
         writer = writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
         space.writer = writer
@@ -147,11 +156,14 @@ def test_the_screen_names_why_a_text_is_dropped(tmp_path: Path) -> None:
 
 
 def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_agents(
+    supportops_project: Project,
     tmp_path: Path,
 ) -> None:
     with MessagesServer(handler=scripted_model) as server:
         report = explore(
-            writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,)
+            supportops_project,
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
+            ids=(CANCELLED,),
         )
     user = report.metrics.extra["input_model"]["simulated_user"]
     assert user["turns"] > 0 and user["rejected"] >= 1
@@ -176,16 +188,18 @@ def always_leaks(message: str, ctx: TurnContext) -> None:
     )
 
 
-def test_a_failure_on_a_model_written_input_shrinks_to_the_template(tmp_path: Path) -> None:
-    scenario = SUPPORTOPS.scenario(PII)
+def test_a_failure_on_a_model_written_input_shrinks_to_the_template(
+    supportops_project: Project, tmp_path: Path
+) -> None:
+    scenario = supportops_project.scenario(PII)
     with MessagesServer(handler=scripted_model) as server:
-        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite"))
+        space = ChoiceSpace(supportops_project, scenario, writer_on(server, tmp_path / "c.sqlite"))
         choices = Choices(turns=(TurnChoice(written=WrittenChoice(family="hedge", index=1)),))
         written = space.render(choices)
         assert written.messages != scenario.messages
         agent = make_factory(always_leaks)
         found = agentprop.check(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             messages=written.messages,
@@ -194,7 +208,7 @@ def test_a_failure_on_a_model_written_input_shrinks_to_the_template(tmp_path: Pa
         )
         assert found.verdict != "PASS"
         shrunk = shrink(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             choices=choices,
@@ -219,12 +233,12 @@ def test_the_shrinker_drops_persona_traits_and_the_simulated_turn() -> None:
     assert keep_only(choices, [units[1], units[2]]).turns[1].written is None  # the template's turn
 
 
-def test_default_runs_are_unchanged(tmp_path: Path) -> None:
+def test_default_runs_are_unchanged(supportops_project: Project, tmp_path: Path) -> None:
     """Without an input model the draws are those of a space that has no writer hook at all (a
     writer that never writes draws the very same choices), choices serialise without a
     ``written`` key, a written choice renders as the template's turn (no writer, no call), and
     the report has no ``input_model`` section."""
-    scenario = SUPPORTOPS.scenario(CANCELLED)
+    scenario = supportops_project.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
         silent = writer_on(server, tmp_path / "c.sqlite").__class__(
             InputModelOptions(
@@ -235,7 +249,10 @@ def test_default_runs_are_unchanged(tmp_path: Path) -> None:
                 cache=str(tmp_path / "c"),
             )
         )
-        spaces = [ChoiceSpace(SUPPORTOPS, scenario), ChoiceSpace(SUPPORTOPS, scenario, silent)]
+        spaces = [
+            ChoiceSpace(supportops_project, scenario),
+            ChoiceSpace(supportops_project, scenario, silent),
+        ]
         draws = []
         for space in spaces:
             rng, decks = random.Random(7), dict[str, list[str]]()
@@ -245,7 +262,7 @@ def test_default_runs_are_unchanged(tmp_path: Path) -> None:
     assert all("written" not in json.dumps(c.model_dump(mode="json")) for c in draws[0])
     as_written = Choices(turns=(TurnChoice(written=WrittenChoice(family="hedge")), TurnChoice()))
     assert spaces[0].render(as_written).messages == scenario.messages
-    assert "input_model" not in explore(None, ids=(PII,)).metrics.extra
+    assert "input_model" not in explore(supportops_project, None, ids=(PII,)).metrics.extra
 
 
 def test_input_model_options_refuse_a_model_without_provider() -> None:
@@ -327,8 +344,10 @@ def test_a_settings_profile_can_write_inputs_by_a_model(
     assert summary["live_calls"] == asked and "simulated_user" in summary
 
 
-def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> None:
-    scenario = SUPPORTOPS.scenario(PII)
+def test_a_written_family_that_failed_is_dealt_more_often(
+    supportops_project: Project, tmp_path: Path
+) -> None:
+    scenario = supportops_project.scenario(PII)
     with MessagesServer(handler=scripted_model) as server:
         options = InputModelOptions(
             model="anthropic:writer-test",
@@ -337,7 +356,7 @@ def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> Non
             api_key="k-test",
             cache=str(tmp_path / "c"),
         )
-        space = ChoiceSpace(SUPPORTOPS, scenario, InputWriter(options))
+        space = ChoiceSpace(supportops_project, scenario, InputWriter(options))
 
         def hedges(weights: dict[str, float]) -> int:
             rng, decks = random.Random(11), dict[str, list[str]]()
@@ -351,6 +370,7 @@ def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> Non
 
 
 def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_for(
+    supportops_project: Project,
     tmp_path: Path,
 ) -> None:
     """A model whose every text is dropped (here: each loses the order id) leaves the drawn
@@ -361,7 +381,7 @@ def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_fo
             [text_block(json.dumps(["Do the thing.", "Please help me with my account."]))]
         )
 
-    scenario = SUPPORTOPS.scenario(CANCELLED)
+    scenario = supportops_project.scenario(CANCELLED)
     with MessagesServer(handler=useless) as server:
         options = InputModelOptions(
             model="anthropic:writer-test",
@@ -372,7 +392,7 @@ def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_fo
             cache=str(tmp_path / "c"),
         )
         writer = InputWriter(options)
-        space = ChoiceSpace(SUPPORTOPS, scenario, writer)
+        space = ChoiceSpace(supportops_project, scenario, writer)
         rng, decks = random.Random(3), dict[str, list[str]]()
         drawn = [space.draw(rng, decks=decks) for _ in range(8)]
     assert all(t.written is None for c in drawn for t in c.turns)
@@ -392,11 +412,15 @@ def never_cancels(message: str, ctx: TurnContext) -> None:
     )
 
 
-def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: Path) -> None:
-    scenario = SUPPORTOPS.scenario(CANCELLED)
+def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(
+    supportops_project: Project, tmp_path: Path
+) -> None:
+    scenario = supportops_project.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
         space = ChoiceSpace(
-            SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
+            supportops_project,
+            scenario,
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
         )
         hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=0)
         choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
@@ -404,7 +428,7 @@ def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: P
         assert played.messages[1] != scenario.messages[1]
         agent = make_factory(never_cancels)
         found = agentprop.check(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             messages=played.messages,
@@ -413,7 +437,7 @@ def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: P
         )
         assert found.verdict != "PASS"
         shrunk = shrink(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             choices=choices,
@@ -426,7 +450,9 @@ def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: P
     assert "written" not in shrunk.choices_kept and "trait" not in shrunk.choices_kept
 
 
-def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: Path) -> None:
+def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     """The agent breaks on the simulated user's "Well... Yes, cancel it." whatever the persona's
     traits: the reproducer keeps the simulated turn and drops both traits."""
     import importlib.util
@@ -445,10 +471,12 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
                 return
             super().turn(message, ctx)
 
-    scenario = SUPPORTOPS.scenario(CANCELLED)
+    scenario = supportops_project.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
         space = ChoiceSpace(
-            SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
+            supportops_project,
+            scenario,
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
         )
         hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=1)
         choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
@@ -456,7 +484,7 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
         assert played.messages[1].startswith("Well")
         agent = make_factory(BreaksOnWell)
         found = agentprop.check(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             messages=played.messages,
@@ -465,7 +493,7 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
         )
         assert found.verdict != "PASS"
         shrunk = shrink(
-            SUPPORTOPS,
+            supportops_project,
             scenario,
             agent,
             choices=choices,
@@ -482,9 +510,11 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
     )
 
 
-def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) -> None:
+def test_any_provider_of_the_model_client_layer_writes_inputs(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     """The same on an OpenAI-compatible endpoint (Chat Completions), recorded then replayed."""
-    scenario = SUPPORTOPS.scenario(PII)
+    scenario = supportops_project.scenario(PII)
     choices = Choices(turns=(TurnChoice(written=WrittenChoice(family="casual", index=0)),))
     rendered = []
     for mode in ("read-write", "replay-only"):
@@ -497,12 +527,16 @@ def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) ->
                 cache_mode=mode,
             )
             writer = InputWriter(options)
-            rendered.append(ChoiceSpace(SUPPORTOPS, scenario, writer).render(choices).messages)
+            rendered.append(
+                ChoiceSpace(supportops_project, scenario, writer).render(choices).messages
+            )
             assert len(server.requests) == (1 if mode == "read-write" else 0)
     assert rendered[0] == rendered[1] == ["Hello there. " + scenario.messages[0]]
 
 
-def test_the_simulated_user_answers_the_agents_live_question(tmp_path: Path) -> None:
+def test_the_simulated_user_answers_the_agents_live_question(
+    supportops_project: Project, tmp_path: Path
+) -> None:
     """A follow-up the simulated user plays is written from the agent's last reply in the
     running conversation (not only the path's goal), and that text is what the agent gets."""
     asked: list[str] = []
@@ -517,7 +551,9 @@ def test_the_simulated_user_answers_the_agents_live_question(tmp_path: Path) -> 
 
     with MessagesServer(handler=model) as server:
         report = explore(
-            writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,)
+            supportops_project,
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
+            ids=(CANCELLED,),
         )
     assert asked, "no follow-up was written from the agent's live reply"
     live = [
