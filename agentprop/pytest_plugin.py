@@ -96,6 +96,14 @@ _STORE_RUN_INPUT = "agentprop_store_run"
 """The pytest-xdist ``workerinput`` key naming the run the workers book under on
 the shared store."""
 _STORE_RUN_KEY = pytest.StashKey[str]()
+_RECORDS_KEY = pytest.StashKey[contextlib.ExitStack]()
+"""Closes this process's ``--agentprop-records`` recorder (and leaves its recording scope)."""
+_UNSEEDED_KEY = pytest.StashKey[list[str]]()
+"""The Hypothesis tests of a recorded session whose examples come from Hypothesis's
+process-wide random (so a shard cannot draw what the unsharded session draws)."""
+_RANKS_KEY = pytest.StashKey[dict[str, int]]()
+"""The place in the collection of each test that found a bug (pytest-xdist: sent by the
+workers), so the controller keeps the shrink an unsharded session makes."""
 
 
 def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
@@ -216,6 +224,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "node id (the others are deselected)",
     )
     group.addoption(
+        "--agentprop-records",
+        default=None,
+        metavar="DIR",
+        help="write every trial of the session's checks to DIR as it ends (trials.jsonl; under "
+        "pytest-xdist, trials-gwN.jsonl per worker) and the session's record at the end "
+        "(report.json); with --agentprop-shard, the DIR `agentprop merge` takes",
+    )
+    group.addoption(
         "--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture"
     )
     group.addoption(
@@ -287,6 +303,7 @@ def _configured(config: pytest.Config) -> bool:
         "--agentprop-max-usd",
         "--agentprop-cache-mode",
         "--agentprop-seed",
+        "--agentprop-records",
     )
     return (
         _uses_agentprop(config)
@@ -425,12 +442,32 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A pytest-xdist worker sends what its agentprop session recorded to the controller, which
     merges it (:func:`pytest_testnodedown`) and prints one summary for the whole run."""
+    records = session.config.stash.get(_RECORDS_KEY, None)
+    if records is not None:
+        records.close()
+        del session.config.stash[_RECORDS_KEY]
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None and SESSION_KEY in session.config.stash:
-        workeroutput["agentprop"] = json.dumps(_session(session.config).export())
+        exported = _session(session.config).export()
+        found = {b["test"] for b in exported["bugs"]}
+        exported["ranks"] = {
+            item.nodeid: i for i, item in enumerate(session.items) if item.nodeid in found
+        }
+        exported["unseeded"] = session.config.stash.get(_UNSEEDED_KEY, [])
+        workeroutput["agentprop"] = json.dumps(exported)
     path = _opt(session.config, "--agentprop-json")
     if workeroutput is None and path:  # the controller (or a run without workers): the whole run's
         _write_json(session.config, Path(path))
+    where = _opt(session.config, "--agentprop-records")
+    if workeroutput is None and where:
+        from agentprop._decide.records import REPORT_FILE
+        from agentprop._util.files import write_atomic
+
+        data = _session_data(session.config)
+        data["exitstatus"] = int(session.exitstatus)
+        unseeded: list[str] = session.config.stash.get(_UNSEEDED_KEY, [])
+        data["unseeded_hypothesis"] = sorted(set(unseeded))
+        write_atomic(Path(where) / REPORT_FILE, json.dumps(data, indent=2) + "\n")
 
 
 JSON_SCHEMA = "agentprop.pytest/1"
@@ -442,6 +479,11 @@ def _write_json(config: pytest.Config, path: Path) -> None:
     snapshots), with the profile and seed; an empty record when no check ran."""
     from agentprop._util.files import write_atomic
 
+    write_atomic(path, json.dumps(_session_data(config), indent=2) + "\n")
+
+
+def _session_data(config: pytest.Config) -> dict[str, Any]:
+    """The session's record as ``--agentprop-json`` writes it."""
     session = config.stash.get(SESSION_KEY, None)
     data: dict[str, Any] = {"schema": JSON_SCHEMA}
     if session is None:
@@ -473,14 +515,18 @@ def _write_json(config: pytest.Config, path: Path) -> None:
         ]
         data.update(profile=session.profile, seed=session.seed, checks=checks, **session.export())
         data["memo_hits"] = session.memo_hits
-    write_atomic(path, json.dumps(data, indent=2) + "\n")
+    return data
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("agentprop")
     if data:
-        _session(node.config).merge(json.loads(data))
+        got = json.loads(data)
+        ranks = node.config.stash.setdefault(_RANKS_KEY, {})
+        ranks.update(got.get("ranks", {}))
+        node.config.stash.setdefault(_UNSEEDED_KEY, []).extend(got.get("unseeded", []))
+        _session(node.config).merge(got, rank=lambda test: ranks.get(test, len(ranks)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -551,6 +597,42 @@ def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:
     return memo
 
 
+def _start_records(config: pytest.Config, items: list[pytest.Item], shard: Any) -> None:
+    """``--agentprop-records DIR``: record every decision this process makes from now on into
+    DIR (a pytest-xdist worker into its own file), and, with ``--agentprop-shard``, which shard
+    of which session they are of (:func:`agentprop._pipeline.pytest_merge.pytest_shard_info`)."""
+    from agentprop._decide.records import Recorder, recording
+    from agentprop._pipeline.pytest_merge import write_collection
+
+    where = Path(_opt(config, "--agentprop-records"))
+    part = str(getattr(config, "workerinput", {}).get("workerid", ""))
+    try:
+        recorder = Recorder(where, part)
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--agentprop-records {where}: cannot write there ({exc.strerror or exc}); give a "
+            "directory this process may create and write"
+        ) from None
+    if shard is not None:
+        from agentprop._pipeline.pytest_merge import pytest_shard_info
+
+        options = {
+            name: _opt(config, f"--agentprop-{name}")
+            for name in ("profile", "max-runs", "max-usd", "cache-mode", "shrink-budget")
+        }
+        options["hypothesis-seed"] = config.getoption("hypothesis_seed", None)
+        recorder.set_shard(
+            pytest_shard_info(
+                [item.nodeid for item in items], shard, seed=_session(config).seed, options=options
+            )
+        )
+    write_collection(where, [item.nodeid for item in items])
+    stack = contextlib.ExitStack()
+    stack.callback(recorder.close)
+    stack.enter_context(recording(recorder))
+    config.stash[_RECORDS_KEY] = stack
+
+
 def _uses_agentprop(config: pytest.Config) -> bool:
     """Whether the user asked for anything agentprop-specific (then memo goes to disk)."""
     return bool(config.getini("agentprop_spec") or config.getini("agentprop_agent"))
@@ -567,6 +649,7 @@ _MARKER_ARGS = {"tau", "n", "risk", "mode", "max_runs"}
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every ``agentprop`` marker before anything runs: a typo is a usage error; keep
     only the shard's tests (``--agentprop-shard i/N``)."""
+    shard = None
     if _opt(config, "--agentprop-shard"):
         from agentprop._pipeline.shards import parse_shard
 
@@ -574,6 +657,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             shard = parse_shard(_opt(config, "--agentprop-shard"), option="--agentprop-shard")
         except InputError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if _opt(config, "--agentprop-records"):
+        _start_records(config, items, shard)
+    if shard is not None:
         kept = [item for item in items if shard.keeps(item.nodeid)]
         if len(kept) < len(items):
             config.hook.pytest_deselected(
@@ -619,6 +705,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None
                 overrides[key] = kw[key]
         if kw.get("n") is not None:
             overrides["runs"] = kw["n"]
+    if _opt(item.config, "--agentprop-records") and _unseeded(item):
+        item.config.stash.setdefault(_UNSEEDED_KEY, []).append(item.nodeid)
     with settings_scope(item.nodeid, **overrides):
         outcome = yield
         # shrinking is part of the test call: its runs are the test's, in the test's settings
@@ -627,6 +715,23 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None
             text = _shrink(item, excinfo[1])
             if text:
                 item.stash[_SHRUNK_KEY] = text
+
+
+def _unseeded(item: pytest.Item) -> bool:
+    """Whether ``item`` is a Hypothesis test drawing from Hypothesis's process-wide random:
+    neither ``@seed``, ``settings(derandomize=True)`` nor ``--hypothesis-seed``, so what it draws
+    depends on the tests that ran before it in its process."""
+    test = getattr(item, "obj", None)
+    if not getattr(test, "is_hypothesis_test", False):
+        return False
+    from hypothesis import core
+
+    chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+    return (
+        getattr(test, "_hypothesis_internal_use_seed", None) is None
+        and not getattr(chosen, "derandomize", False)
+        and core.global_force_seed is None
+    )
 
 
 def _shrink(item: pytest.Item, exc: AgentPropertyViolation) -> str | None:

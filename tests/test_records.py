@@ -248,3 +248,46 @@ def test_records_dir_that_cannot_be_written_is_an_input_error(tmp_path: Path) ->
         and "--records" in err.getvalue()
         and "give a directory you can write to" in err.getvalue()
     )
+
+
+def test_the_files_of_processes_sharing_a_directory_read_as_one(tmp_path: Path) -> None:
+    """pytest-xdist workers record into one directory, a file each (``trials-gw0.jsonl`` ...):
+    read together, every decision keeps its own number, its trials and the check naming it, and
+    decides again as it was decided."""
+    from agentprop._decide.records import CheckLine
+    from agentprop._decide.session import Session
+
+    decided: dict[str, CheckResult] = {}
+    for part, rate in (("gw0", 0.95), ("gw1", 0.3)):
+        recorder, session = Recorder(tmp_path, part), Session()
+        with recording(recorder):
+            for k in (1, 2):
+                name = f"{part} case {k}"
+                result = asyncio.run(adecide(_agent(rate, k), SETTINGS[0], judge=_judge, name=name))
+                session.record(f"test_{part}", result)
+                decided[name] = result
+        recorder.close()
+    assert sorted(p.name for p in tmp_path.glob("trials*.jsonl")) == [
+        "trials-gw0.jsonl",
+        "trials-gw1.jsonl",
+    ]
+    records = list(read_records(tmp_path))
+    starts = {r.decision: r.case for r in records if isinstance(r, DecisionStart)}
+    assert sorted(starts.values()) == sorted(decided) and len(starts) == 4  # no number reused
+    checks = [r for r in records if isinstance(r, CheckLine)]
+    assert [(c.test, c.case) for c in checks] == [
+        ("test_gw0", "gw0 case 1"),
+        ("test_gw0", "gw0 case 2"),
+        ("test_gw1", "gw1 case 1"),
+        ("test_gw1", "gw1 case 2"),
+    ]
+    again = recompute(records)
+    for check in checks:
+        assert check.decision is not None and starts[check.decision] == check.case
+        result = decided[check.case]
+        assert (again[check.decision].verdict, again[check.decision].runs) == (
+            result.verdict,
+            result.runs,
+        )
+    # a reader of one file sees that process's numbers, as it wrote them
+    assert {r.decision for r in read_records(tmp_path / "trials-gw1.jsonl")} == {1, 2}

@@ -2,9 +2,10 @@
 real Redis (the budget ledger) and a loopback model, merged, against the unsharded run.
 
 The shards are ``agentprop run --shard i/N`` processes: the merge reads the records and report
-that the CLI writes. ``pytest --agentprop-shard i/N`` shards a pytest suite by test, and its
-results are pytest's own (JUnit per shard); that pytest-xdist workers and a second session book
-into one Redis ledger is tests/test_budget_store.py's.
+that the CLI writes. The shards of a pytest session (``--agentprop-shard i/N
+--agentprop-records DIR``, pytest-xdist inside one) merge as tests/test_pytest_shards.py checks;
+that pytest-xdist workers and a second session book into one Redis ledger is
+tests/test_budget_store.py's.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
     EXIT_FAIL,
@@ -16,6 +17,9 @@ from agentprop._cli.common import (
     write_output,
     write_report_outputs,
 )
+
+if TYPE_CHECKING:
+    from agentprop._pipeline.merge import MergedRun
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,10 +66,14 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.records_only:
         return _records_only(args, out)
     from agentprop._cli.run import print_infrastructure
+    from agentprop._pipeline.merge import merge_shards
     from agentprop._pipeline.merge_report import merge_reports
     from agentprop._pipeline.run import render_table
 
-    merged = merge_reports(args.records, spec=args.spec, bindings=args.bindings)
+    shards = merge_shards(args.records)
+    if shards.info.runner == "pytest":
+        return _pytest(args, shards, out)
+    merged = merge_reports(args.records, spec=args.spec, bindings=args.bindings, run=shards)
     report, run, info = merged.report, merged.run, merged.report.metrics.extra["merge"]
     print(
         f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings "
@@ -100,6 +108,55 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_INCOMPLETE
     return EXIT_OK
+
+
+def _pytest(args: argparse.Namespace, shards: MergedRun, out: TextIO) -> int:
+    """The shards of a pytest session: its record, as the unsharded session's
+    ``--agentprop-json`` writes it."""
+    from agentprop._pipeline.pytest_merge import merge_pytest_shards
+    from agentprop.errors import InputError
+
+    for option in ("html", "junit", "markdown"):
+        if getattr(args, f"{option}_path", None):
+            raise InputError(
+                f"--{option}: the shards are of a pytest session, whose merge is the session's "
+                "--agentprop-json record (pytest writes its own JUnit with --junitxml per shard)",
+                fix=f"drop --{option}; write the record with --json PATH",
+            )
+    merged = merge_pytest_shards(
+        {i: (shards.info.model_copy(update={"index": i}), d) for i, d in shards.directories.items()}
+    )
+    checks = merged.data["checks"]
+    counts = Counter(c["verdict"] for c in checks)
+    print(
+        f"merged {shards.info.count} shard(s) of one pytest session (seed {shards.info.seed}): "
+        f"{len(checks)} checks ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))}"
+        f"{'' if checks else 'none'}), {merged.again} decided again from {shards.trials} trial "
+        f"lines, {len(merged.from_reports)} taken from the shards' reports (not one decision "
+        "of the oracle's)",
+        file=out,
+    )
+    for c in checks:
+        if c["verdict"] != "PASS":
+            lo, hi = c["interval"]
+            print(
+                f"{c['verdict']:<12} {c['case']} [{c['test']}]: {c['pass_rate']:.0%} of "
+                f"{c['runs']} runs ({lo:.2f}-{hi:.2f})",
+                file=out,
+            )
+    for bug in merged.data["bugs"]:
+        print(
+            f"bug [{bug['key']}]: shrunk in {bug['test']}, hit by {len(bug['tests'])} test(s)",
+            file=out,
+        )
+    for problem in merged.data["merge"].get("problems", []):
+        print(f"note: {problem}", file=out)
+    if args.json_path:
+        text = json.dumps(merged.data, indent=2) + "\n"
+        if not write_output(args, "json", text, "merged session record", out):
+            return EXIT_USAGE
+        print(f"merged session record written to {args.json_path}", file=out)
+    return EXIT_FAIL if merged.failed else EXIT_OK
 
 
 def _records_only(args: argparse.Namespace, out: TextIO) -> int:

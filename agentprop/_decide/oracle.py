@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from agentprop._decide.holds import held
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
@@ -139,6 +139,8 @@ class CheckResult(BulkModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     judged: JudgedRate | None = None
     """Set for a model judge's property (:class:`JudgedRate`)."""
+    _decision: int | None = PrivateAttr(default=None)
+    """The number of the decision the records hold of this result (``None``: not recorded)."""
 
     @property
     def passed(self) -> bool:
@@ -595,6 +597,7 @@ async def adecide(
         result = _result(name, test, outcomes, settings, budget_out, infra)
         if log is not None:
             log.end(result)
+            result._decision = log.decision
         return result
     beyond, beyond_usage, budget_out, infra = await _decide_in_flight(
         test, trials, judge, outcomes, concurrency, first_trial, log
@@ -606,6 +609,7 @@ async def adecide(
     result.output_tokens += sum(u.output_tokens for u in beyond_usage)
     if log is not None:
         log.end(result)
+        result._decision = log.decision
     return result
 
 

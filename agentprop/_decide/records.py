@@ -2,8 +2,9 @@
 
 Invariants: each line is flushed when written, so a killed run loses nothing recorded, and
 :func:`read_records` skips a torn last line; the records suffice to decide again
-(:func:`recompute` gives the oracle's verdict). Schema ``agentprop.trials/1``: fields are only
-added within it.
+(:func:`recompute` gives the oracle's verdict). Processes sharing a directory (pytest-xdist
+workers) write a file each, read together. Schema ``agentprop.trials/1``: fields and line types
+are only added within it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from agentprop._stats.judged import JudgeAgreement
 
 __all__ = [
     "CHECKS_FILE",
+    "AnyRecord",
+    "CheckLine",
     "RECORDS_FILE",
     "REPORT_FILE",
     "SCHEMA",
@@ -44,6 +47,7 @@ __all__ = [
     "current_recorder",
     "read_records",
     "recompute",
+    "records_files",
     "record_scope",
     "recording",
 ]
@@ -144,6 +148,9 @@ class ShardInfo(BaseModel):
     bindings_path: str | None = None
     case_filter: list[str] = Field(default_factory=list)
     """The run's ``--case`` filters (a filtered run is not held to the spec's coverage)."""
+    runner: Literal["run", "pytest"] = "run"
+    """What ran the shard: ``agentprop run --shard`` or ``pytest --agentprop-shard`` (whose
+    ``spec_digest`` is the digest of the session's whole collection)."""
 
 
 class DecisionStart(BaseModel):
@@ -212,8 +219,20 @@ class DecisionEnd(BaseModel):
     runs_beyond_decision: int = 0
 
 
-Record = Annotated[DecisionStart | TrialLine | DecisionEnd, Field(discriminator="type")]
-_RECORD: TypeAdapter[DecisionStart | TrialLine | DecisionEnd] = TypeAdapter(Record)
+class CheckLine(BaseModel):
+    """A check a pytest session recorded (what its ``--agentprop-json`` lists): the test it ran
+    in, its name, and the decision it was decided by (``None``: not one decision of the
+    oracle's)."""
+
+    type: Literal["check"] = "check"
+    test: str
+    case: str
+    decision: int | None = None
+
+
+AnyRecord = DecisionStart | TrialLine | DecisionEnd | CheckLine
+Record = Annotated[AnyRecord, Field(discriminator="type")]
+_RECORD: TypeAdapter[AnyRecord] = TypeAdapter(Record)
 
 
 @dataclass(frozen=True)
@@ -224,15 +243,26 @@ class Recomputed:
     passes: int
 
 
+def _part_file(name: str, part: str) -> str:
+    """``trials.jsonl`` of part ``gw0`` is ``trials-gw0.jsonl``."""
+    stem, dot, ext = name.partition(".")
+    return f"{stem}-{part}{dot}{ext}" if part else name
+
+
 class Recorder:
     """Appends records to ``directory``'s :data:`RECORDS_FILE` and traces to its
-    :data:`TRACES_FILE`, one flushed line each (thread-safe)."""
+    :data:`TRACES_FILE`, one flushed line each (thread-safe). A ``part`` (a pytest-xdist
+    worker's id) writes ``trials-PART.jsonl`` and ``traces-PART.jsonl`` instead, so processes
+    sharing a directory never write one file; :func:`read_records` reads every part."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, part: str = "") -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._records: IO[str] = open(self.directory / RECORDS_FILE, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
-        self._traces: IO[str] = open(self.directory / TRACES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        self.file = self.directory / _part_file(RECORDS_FILE, part)
+        self._records: IO[str] = open(self.file, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self._traces: IO[str] = open(
+            self.directory / _part_file(TRACES_FILE, part), "a", encoding="utf-8"
+        )  # noqa: SIM115
         self._lock = threading.Lock()
         self._next = 0
         self.lines = 0
@@ -244,7 +274,7 @@ class Recorder:
             self._next += 1
             return self._next
 
-    def write(self, record: DecisionStart | TrialLine | DecisionEnd) -> None:
+    def write(self, record: AnyRecord) -> None:
         text = record.model_dump_json(by_alias=True, exclude_none=True) + "\n"
         with self._lock:
             self._records.write(text)
@@ -413,13 +443,35 @@ class DecisionLog:
         )
 
 
-def read_records(path: str | Path) -> Iterator[DecisionStart | TrialLine | DecisionEnd]:
-    """The records of ``path`` (a records file, or the directory holding one), in order. A torn
-    last line (the run was killed mid-write) is skipped; a bad line elsewhere raises ``ValueError``
-    naming the file and line."""
-    file = Path(path)
-    if file.is_dir():
-        file = file / RECORDS_FILE
+def records_files(directory: str | Path) -> list[Path]:
+    """The records files of ``directory``: its :data:`RECORDS_FILE`, then every part's
+    (``trials-PART.jsonl``, by name)."""
+    where = Path(directory)
+    whole = [where / RECORDS_FILE] if (where / RECORDS_FILE).is_file() else []
+    return whole + sorted(p for p in where.glob(_part_file(RECORDS_FILE, "*")) if p.is_file())
+
+
+def read_records(path: str | Path) -> Iterator[AnyRecord]:
+    """The records of ``path`` (a records file, or the directory holding them: every file of
+    :func:`records_files`, in order, each part's decision numbers moved past the previous
+    parts'), in order. A torn last line (the process was killed mid-write) is skipped; a bad
+    line elsewhere raises ``ValueError`` naming the file and line."""
+    if not Path(path).is_dir():
+        yield from _read_file(Path(path))
+        return
+    offset = 0
+    for file in records_files(path):
+        highest = 0
+        for r in _read_file(file):
+            if r.decision is not None:
+                highest = max(highest, r.decision)
+                if offset:
+                    r.decision += offset
+            yield r
+        offset += highest
+
+
+def _read_file(file: Path) -> Iterator[AnyRecord]:
     with open(file, encoding="utf-8") as f:
         lines = f.read().split("\n")
     for number, text in enumerate(lines, 1):
@@ -436,7 +488,7 @@ def read_records(path: str | Path) -> Iterator[DecisionStart | TrialLine | Decis
             ) from None
 
 
-def recompute(records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> dict[int, Recomputed]:
+def recompute(records: Iterable[AnyRecord]) -> dict[int, Recomputed]:
     """Every decision's verdict, decided again from its start record and trial lines alone (as
     :func:`agentprop._decide.oracle.adecide` decides: judged trials in trial order until the test
     is done; a refused trial the test needed is the budget's end, an error not the agent's the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +127,15 @@ class Session:
             restore(_current, token, previous)
 
     def record(self, test: str, result: CheckResult) -> None:
+        """Keep ``result`` as a check of ``test``; with a recorder in force (``pytest
+        --agentprop-records``), also record which decision it is."""
+        from agentprop._decide.records import CheckLine, current_recorder
+
         with self.lock:
             self.results.append(CheckRecord(test, result))
+            recorder = current_recorder()
+            if recorder is not None:
+                recorder.write(CheckLine(test=test, case=result.name, decision=result._decision))
 
     def recorded_results(self) -> list[CheckRecord]:
         with self.lock:
@@ -184,9 +191,12 @@ class Session:
                 "memo_hits": self.memo.hits,
             }
 
-    def merge(self, data: dict[str, Any]) -> None:
+    def merge(self, data: dict[str, Any], rank: Callable[[str], int] | None = None) -> None:
         """Add what another process's session recorded (:meth:`export`) to this one: its
-        checks, corpus replays, shrunk bugs (the first shrink of a bug is kept) and snapshots."""
+        checks, corpus replays, shrunk bugs and snapshots. Of two shrinks of one bug, the first
+        merged is kept; with ``rank`` (a test's place in the collection), the shrink of the test
+        that comes first, as one process running the tests in order would have made it, and the
+        bug's tests in that order."""
         from agentprop._decide.oracle import CheckResult
         from agentprop._decide.shrunk import ShrinkReport
         from agentprop._decide.snapshot import SnapshotResult
@@ -209,6 +219,11 @@ class Session:
                     )
                 else:
                     known.tests.extend(t for t in b["tests"] if t not in known.tests)
+                    if rank is not None:
+                        if rank(b["test"]) < rank(known.test):
+                            known.test, known.corpus_entry = b["test"], b["corpus_entry"]
+                            known.shrunk = ShrinkReport.model_validate(b["shrunk"])
+                        known.tests.sort(key=rank)
             self.snapshots.extend(
                 (nodeid, SnapshotResult.model_validate(r))
                 for nodeid, r in data.get("snapshots", [])

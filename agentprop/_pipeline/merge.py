@@ -18,12 +18,13 @@ from typing import Any
 from agentprop._decide.records import (
     RECORDS_FILE,
     SHARD_FILE,
-    DecisionEnd,
+    AnyRecord,
     DecisionStart,
     ShardInfo,
     TrialLine,
     read_records,
     recompute,
+    records_files,
 )
 from agentprop._stats.intervals import wilson_interval
 from agentprop.errors import InputError
@@ -97,7 +98,7 @@ class MergedRun:
         }
 
 
-def _shard_of(directory: Path, records: list[DecisionStart | TrialLine | DecisionEnd]) -> ShardInfo:
+def _shard_of(directory: Path, records: list[AnyRecord]) -> ShardInfo:
     """The shard ``directory``'s records are of; records of two runs in one
     directory are an error."""
     infos = {
@@ -132,9 +133,7 @@ def _shard_of(directory: Path, records: list[DecisionStart | TrialLine | Decisio
     return ShardInfo.model_validate_json(infos.pop())
 
 
-def merged_cases(
-    shard: int, records: Iterable[DecisionStart | TrialLine | DecisionEnd]
-) -> tuple[list[MergedCase], int, int]:
+def merged_cases(shard: int, records: Iterable[AnyRecord]) -> tuple[list[MergedCase], int, int]:
     """The cases of one shard's records (each name's last decision in the final pass, or outside
     a budgeted run's passes), decided again from their trials; and the decisions and trials read."""
     listed = list(records)
@@ -183,15 +182,15 @@ def merged_cases(
 def merge_shards(directories: list[str | Path], *, complete: bool = True) -> MergedRun:
     """The cases of the shards in ``directories``, checked to be the complete (``complete=False``:
     some of the), disjoint shards of one run."""
-    loaded: list[tuple[Path, ShardInfo, list[DecisionStart | TrialLine | DecisionEnd]]] = []
+    loaded: list[tuple[Path, ShardInfo, list[AnyRecord]]] = []
     for given in directories:
         directory = Path(given)
-        if not (directory / RECORDS_FILE).is_file() and not (directory / SHARD_FILE).is_file():
+        if not records_files(directory) and not (directory / SHARD_FILE).is_file():
             raise InputError(
                 f"{directory}: no {RECORDS_FILE} or {SHARD_FILE} there",
                 fix="give the DIR of `agentprop run --shard i/N --records DIR`",
             )
-        records = list(read_records(directory)) if (directory / RECORDS_FILE).is_file() else []
+        records = list(read_records(directory)) if records_files(directory) else []
         loaded.append((directory, _shard_of(directory, records), records))
     if not loaded:
         raise InputError(
@@ -200,6 +199,13 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
         )
     first_dir, first, _ = loaded[0]
     for directory, info, _ in loaded[1:]:
+        if info.runner != first.runner:
+            what = {"run": "`agentprop run --shard`", "pytest": "`pytest --agentprop-shard`"}
+            raise InputError(
+                f"{directory} is a shard of {what[info.runner]} but {first_dir} of "
+                f"{what[first.runner]}: one merge takes the shards of one run",
+                fix="merge the pytest session's shards and the agentprop run's shards apart",
+            )
         for name in _RUN_FIELDS:
             if getattr(info, name) != getattr(first, name):
                 raise InputError(

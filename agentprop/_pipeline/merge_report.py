@@ -23,11 +23,11 @@ from pydantic import BaseModel, ValidationError
 from agentprop._decide.oracle import CheckResult
 from agentprop._decide.records import (
     CHECKS_FILE,
-    RECORDS_FILE,
     REPORT_FILE,
     TRACES_FILE,
     ShardInfo,
     read_records,
+    records_files,
 )
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
 from agentprop._pipeline.report.model import (
@@ -103,7 +103,7 @@ class MergedReport:
 def _load_shard(info: ShardInfo, directory: Path) -> _Shard:
     report_file = directory / REPORT_FILE
     if not report_file.is_file():
-        records = list(read_records(directory)) if (directory / RECORDS_FILE).is_file() else []
+        records = list(read_records(directory)) if records_files(directory) else []
         decisions = sum(1 for r in records if r.type == "decision")
         ended = sum(1 for r in records if r.type == "end")
         trials = sum(1 for r in records if r.type == "trial")
@@ -515,12 +515,13 @@ def merge_reports(
     *,
     spec: str | Path | None = None,
     bindings: str | Path | None = None,
+    run: MergedRun | None = None,
 ) -> MergedReport:
     """The report of the run whose N shards wrote ``directories`` (checked as
-    :func:`merge_shards` checks them)."""
+    :func:`merge_shards` checks them; ``run``: already checked and read)."""
     from agentprop._pipeline.run import coverage_matrix, decision_tree, policy_claims
 
-    run = merge_shards(directories)
+    run = run if run is not None else merge_shards(directories)
     shards = [
         _load_shard(run.info.model_copy(update={"index": i}), d)
         for i, d in sorted(run.directories.items())

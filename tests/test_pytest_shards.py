@@ -1,0 +1,342 @@
+"""The shards of a pytest session merged: ``pytest --agentprop-shard i/N --agentprop-records DIR``
+in separate processes (pytest-xdist ``-n 2`` inside one of them), then ``agentprop merge``,
+against the same session run unsharded (its ``--agentprop-json``).
+
+The project checks the supportops example's clean and faulty agents (some checks fail, a bug is
+found by two tests, a test expects its failure) and has a derandomized Hypothesis test; memo and
+corpus are off, so every process starts alike. The merged record must equal the unsharded one
+check for check (verdicts, runs, pass rates, intervals, in order) and bug for bug (key, the test
+it was shrunk in, its reproducer, the tests hit); only what a run's memo saved differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentprop._cli import main
+from agentprop._decide.oracle import OracleSettings, TrialRecord, adecide
+from agentprop._decide.records import (
+    REPORT_FILE,
+    CheckLine,
+    Recorder,
+    read_records,
+    recording,
+)
+from agentprop._decide.session import Session
+from agentprop._pipeline.pytest_merge import (
+    merge_pytest_shards,
+    pytest_shard_info,
+    write_collection,
+)
+from agentprop._pipeline.shards import Shard
+from agentprop._scenario.trace import Trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROJECT = f"""
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import agentprop
+
+EXAMPLE = Path({str(ROOT / "examples" / "supportops")!r})
+project = agentprop.load_project(EXAMPLE)
+IDS = [s.id for s in project.scenarios()][:8]
+
+
+def agent(**faults):
+    return agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, faults)
+
+
+CLEAN = agent()
+FAULTY = agent(skip_confirm=0.3, leak_pii=0.2)
+FIXED = agentprop.settings(mode="fixed", runs=6)
+
+
+@pytest.mark.parametrize("sid", IDS)
+def test_clean(sid):
+    agentprop.check(project, sid, CLEAN, settings=FIXED)
+
+
+@pytest.mark.parametrize("sid", IDS)
+def test_faulty(sid):
+    agentprop.check(project, sid, FAULTY, settings=FIXED)
+
+
+def test_expected_failure():
+    with pytest.raises(agentprop.AgentPropertyViolation):
+        agentprop.check(project, IDS[5], agent(skip_confirm=1.0), settings=FIXED)
+
+
+@settings(derandomize=True, max_examples=3, database=None, deadline=None)
+@given(st.sampled_from(IDS))
+def test_drawn(sid):
+    agentprop.check(project, sid, CLEAN, settings=FIXED)
+"""
+
+UNSEEDED = """
+from pathlib import Path
+
+from hypothesis import given, settings, strategies as st
+
+import agentprop
+
+EXAMPLE = Path({example!r})
+project = agentprop.load_project(EXAMPLE)
+IDS = [s.id for s in project.scenarios()][:4]
+CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+
+
+@settings(max_examples=2, database=None, deadline=None)
+@given(st.sampled_from(IDS))
+def test_drawn(sid):
+    agentprop.check(project, sid, CLEAN, settings=agentprop.settings(mode="fixed", runs=2))
+"""
+
+
+def _start(where: Path, *args: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    argv += ["--agentprop-memo", "none", "--agentprop-corpus", "none", *args]
+    return subprocess.Popen(
+        argv, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _ended(process: subprocess.Popen[str]) -> tuple[int, str]:
+    out, _ = process.communicate(timeout=240)
+    return process.returncode, out
+
+
+def _pytest(where: Path, *args: str) -> tuple[int, str]:
+    return _ended(_start(where, *args))
+
+
+def _merge(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(["merge", *argv], out=out, err=out)
+    return code, out.getvalue()
+
+
+def _decided(record: dict[str, Any]) -> dict[str, Any]:
+    """What a session decided: all but what its memo saved (hits, and the sample traces'
+    timings, which differ between any two runs)."""
+    kept = {k: v for k, v in record.items() if k not in ("merge", "memo_hits", "results")}
+    kept["results"] = [
+        {
+            "test": r["test"],
+            **{k: v for k, v in r["result"].items() if k not in ("memo_hits", "sample_traces")},
+        }
+        for r in record["results"]
+    ]
+    return kept
+
+
+@pytest.mark.slow  # 5 pytest sessions, one with two workers
+def test_pytest_shards_merge_into_the_unsharded_session(tmp_path: Path) -> None:
+    (tmp_path / "test_agents.py").write_text(PROJECT)
+    # every session at once, each in its own process (the memo is off: none sees another's runs)
+    whole = _start(tmp_path, "-n", "0", "--agentprop-json", "whole.json")
+    shards = [
+        _start(
+            tmp_path,
+            "-n",
+            "2" if i == 2 else "0",
+            "--agentprop-shard",
+            f"{i}/4",
+            "--agentprop-records",
+            f"s{i}",
+        )  # fmt: skip
+        for i in (1, 2, 3, 4)
+    ]
+    code, out = _ended(whole)
+    assert code == 1, out  # three checks fail
+    for shard in shards:
+        code, out = _ended(shard)
+        assert code in (0, 1), out
+    # the shard under pytest-xdist: one records file per worker, every check recorded
+    assert sorted(p.name for p in (tmp_path / "s2").glob("trials*.jsonl")) == [
+        "trials-gw0.jsonl",
+        "trials-gw1.jsonl",
+    ]
+    assert any(isinstance(r, CheckLine) for r in read_records(tmp_path / "s2"))
+    code, out = _merge(*(str(tmp_path / f"s{i}") for i in (1, 2, 3, 4)), "--json",
+                       str(tmp_path / "merged.json"))  # fmt: skip
+    assert code == 1, out  # as the unsharded session: a test failed
+    expected = json.loads((tmp_path / "whole.json").read_text())
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert len(expected["checks"]) == 20 and {c["verdict"] for c in expected["checks"]} >= {
+        "PASS",
+        "FAIL",
+    }
+    assert [b for b in expected["bugs"] if len(b["tests"]) > 1], "a bug hit by two tests"
+    assert merged["checks"] == expected["checks"]
+    assert merged["bugs"] == expected["bugs"]
+    assert _decided(merged) == _decided(expected)
+    assert merged["merge"]["checks_decided_again"] == 20
+    assert merged["merge"]["checks_from_reports"] == []
+    assert "20 checks" in out and "20 decided again" in out
+
+
+@pytest.mark.slow  # two pytest sessions
+def test_an_unseeded_hypothesis_test_is_refused_by_the_merge(tmp_path: Path) -> None:
+    (tmp_path / "test_drawn.py").write_text(
+        UNSEEDED.format(example=str(ROOT / "examples" / "supportops"))
+    )
+    args = ("-n", "0", "--agentprop-shard", "1/1", "--agentprop-records")
+    unseeded = _start(tmp_path, *args, "s1")
+    # with a seed, the draws no longer depend on the tests run before: the merge takes it
+    seeded = _start(tmp_path, "--hypothesis-seed", "7", *args, "s2")
+    for process in (unseeded, seeded):
+        code, out = _ended(process)
+        assert code == 0, out
+    code, out = _merge(str(tmp_path / "s1"))
+    assert code == 2
+    assert "test_drawn.py::test_drawn is a Hypothesis test drawing from Hypothesis's" in out, out
+    assert "--hypothesis-seed N" in out
+    code, out = _merge(str(tmp_path / "s2"))
+    assert code == 0, out
+
+
+def test_pytest_and_agentprop_run_shards_are_not_merged_together(tmp_path: Path) -> None:
+    from agentprop._decide.records import SHARD_FILE, ShardInfo
+
+    for name, runner, index in (("a", "pytest", 1), ("b", "run", 2)):
+        (tmp_path / name).mkdir()
+        info = ShardInfo(index=index, count=2, spec_digest="d", settings_digest="s", seed=0,
+                         runner=runner)  # type: ignore[arg-type]  # fmt: skip
+        (tmp_path / name / SHARD_FILE).write_text(info.model_dump_json())
+    code, out = _merge(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert code == 2
+    assert "is a shard of `agentprop run --shard` but" in out
+    assert "of `pytest --agentprop-shard`: one merge takes the shards of one run" in out
+
+
+# ----------------------------------------------------------------- shards made in this process
+
+TESTS = ["t.py::test_a", "t.py::test_b", "t.py::test_c", "t.py::test_d"]
+
+
+def _bug(key: str, test: str, tests: list[str], corpus_entry: str | None = None) -> dict[str, Any]:
+    return {"key": key, "test": test, "shrunk": {"shrunk_by": test}, "corpus_entry": corpus_entry,
+            "tests": tests}  # fmt: skip
+
+
+def _shard(where: Path, index: int, tests: dict[str, float], **report: Any) -> Path:
+    """Shard ``index`` of 2 of a session over :data:`TESTS`: each test in ``tests`` makes one
+    seeded check of that pass rate, recorded as ``--agentprop-records`` records it; its
+    ``report.json`` is the session's record, with ``report``'s entries over it."""
+    directory = where / f"s{index}"
+    recorder, session = Recorder(directory), Session()
+    recorder.set_shard(pytest_shard_info(TESTS, Shard(index, 2), seed=0, options={}))
+    write_collection(directory, TESTS)
+
+    def agent(rate: float, seed: int) -> Any:
+        async def run(i: int) -> Trace:
+            return Trace(trial=i, agent="ok" if (i * 7 + seed) % 10 < rate * 10 else "bad")
+
+        return run
+
+    def judge(trace: Trace) -> TrialRecord:
+        return TrialRecord(passed=trace.agent == "ok", signature=None if trace.agent == "ok"
+                           else "sim:fail")  # fmt: skip
+
+    checks = []
+    with recording(recorder):
+        for test, rate in tests.items():
+            result = asyncio.run(
+                adecide(
+                    agent(rate, len(test)),
+                    OracleSettings(mode="fixed", runs=10),
+                    judge=judge,
+                    name="case",
+                )  # fmt: skip
+            )
+            session.record(test, result)
+            checks.append({"test": test, "case": "case", "verdict": result.verdict,
+                           "pass_rate": result.pass_rate, "interval": list(result.interval),
+                           "runs": result.runs})  # fmt: skip
+    recorder.close()
+    data = {"schema": "agentprop.pytest/1", "profile": "ci", "seed": 0, "checks": checks,
+            "results": [], "corpus_notes": [], "bugs": [], "snapshots": [], "memo_hits": 0,
+            "exitstatus": 0, "unseeded_hypothesis": []}  # fmt: skip
+    data.update(report)
+    (directory / REPORT_FILE).write_text(json.dumps(data))
+    return directory
+
+
+def _merged(*directories: Path) -> Any:
+    from agentprop._pipeline.merge import merge_shards
+
+    run = merge_shards(list(directories))
+    return merge_pytest_shards(
+        {i: (run.info.model_copy(update={"index": i}), d) for i, d in run.directories.items()}
+    )
+
+
+def test_checks_come_out_in_collection_order_each_decided_again(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_d": 1.0, "t.py::test_b": 0.5})
+    two = _shard(tmp_path, 2, {"t.py::test_c": 0.8, "t.py::test_a": 1.0}, exitstatus=1)
+    merged = _merged(two, one)
+    checks = merged.data["checks"]
+    assert [c["test"] for c in checks] == TESTS
+    assert [(c["verdict"], c["runs"]) for c in checks] == [
+        ("PASS", 10), ("FAIL", 10), ("UNSTABLE", 10), ("PASS", 10),
+    ]  # fmt: skip
+    assert (
+        checks[1]["pass_rate"] == 0.5 and checks[1]["interval"][0] < 0.5 < checks[1]["interval"][1]
+    )
+    assert merged.again == 4 and merged.failed  # shard 2's session failed
+
+
+def test_a_bug_found_on_two_shards_keeps_the_first_tests_shrink(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {}, bugs=[_bug("k", "t.py::test_c", ["t.py::test_c"])])
+    two = _shard(
+        tmp_path, 2, {}, bugs=[_bug("k", "t.py::test_b", ["t.py::test_d", "t.py::test_b"])]
+    )
+    bugs = _merged(one, two).data["bugs"]
+    assert bugs == [_bug("k", "t.py::test_b", ["t.py::test_b", "t.py::test_c", "t.py::test_d"])]
+
+
+def test_a_bug_saved_to_the_corpus_during_the_run_is_named(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {}, bugs=[_bug("k", "t.py::test_c", ["t.py::test_c"], "e1")])
+    two = _shard(tmp_path, 2, {})
+    (problem,) = _merged(one, two).data["merge"]["problems"]
+    assert "bug k was saved to the corpus as entry e1 during the run (by t.py::test_c)" in problem
+
+
+def test_an_unfinished_or_interrupted_shard_is_refused(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0})
+    two = _shard(tmp_path, 2, {"t.py::test_b": 1.0}, exitstatus=2)
+    code, out = _merge(str(one), str(two))
+    assert code == 2 and "shard 2/2" in out and "ended with exit status 2" in out, out
+    (two / REPORT_FILE).unlink()
+    code, out = _merge(str(one), str(two))
+    assert code == 2, out
+    assert "is incomplete: it has no report.json" in out
+    assert "its records hold 1 check(s) and 10 trial line(s)" in out
+
+
+def test_a_shard_report_its_records_do_not_bear_out_is_refused(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0})
+    report = json.loads((one / REPORT_FILE).read_text())
+    report["checks"][0]["verdict"] = "FAIL"
+    (one / REPORT_FILE).write_text(json.dumps(report))
+    code, out = _merge(str(one), str(_shard(tmp_path, 2, {})))
+    assert code == 2
+    assert "its report.json says 'case' of t.py::test_a is FAIL on 10 runs but its trial " in out
+    assert "records decide PASS on 10" in out
