@@ -3,6 +3,7 @@ plain Python agents."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import re
@@ -171,6 +172,29 @@ def test_an_agent_returning_a_trace_and_an_async_agent() -> None:
         agentprop.check(as_coroutine, ["hi"], case, tools={"query_order": query_order}).verdict
         == "PASS"
     )
+
+
+def test_a_sync_agent_that_runs_its_own_event_loop_is_not_failed_for_it() -> None:
+    """A sync agent wrapping an async one with ``asyncio.run`` (as a framework's ``run_sync``
+    does) is run off agentprop's event loop, as the runtime runs a sync agent: it passes; it
+    was once failed with "asyncio.run() cannot be called from a running event loop", an
+    ``agent_exception`` that was agentprop's, not the agent's."""
+
+    async def answer(messages: list[str]) -> dict[str, str]:
+        await asyncio.sleep(0)
+        return {"status": "paid"}
+
+    def sync_agent(messages: list[str]) -> dict[str, str]:
+        return asyncio.run(answer(messages))
+
+    result = agentprop.check(sync_agent, ["hi"], Case(schema=OrderStatus), raise_on_failure=False)
+    assert (result.verdict, result.failures) == ("PASS", [])
+
+    async def from_async_code() -> str:
+        checked = await agentprop.acheck(sync_agent, ["hi"], Case(schema=OrderStatus))
+        return checked.verdict
+
+    assert asyncio.run(from_async_code()) == "PASS"
 
 
 def test_an_agent_exception_is_a_failing_run_not_a_crash() -> None:

@@ -8,6 +8,7 @@ the same memo key, so Hypothesis never reports Flaky.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import json
@@ -39,6 +40,7 @@ from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario, ScenarioTurn
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
+from agentprop._util.aio import is_async
 from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal.paraphrase import Paraphrase
 
@@ -427,9 +429,12 @@ async def run_plain_agent(run: PlainRun, messages: Sequence[str], trial: int, se
     errors: list[RunError] = []
     value: Any = None
     try:
-        value = run.agent(*args, **kwargs)
-        if isinstance(value, Awaitable):
-            value = await value
+        if is_async(run.agent):
+            value = await run.agent(*args, **kwargs)
+        else:  # off the loop, as the runtime runs a sync agent: it may start a loop of its own
+            value = await asyncio.to_thread(run.agent, *args, **kwargs)
+            if isinstance(value, Awaitable):
+                value = await value
     except Exception as exc:
         errors.append(
             RunError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -22,6 +23,14 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 A = TypeVar("A")
 R = TypeVar("R")
+
+
+def is_async(fn: object) -> bool:
+    """Whether calling ``fn`` makes a coroutine: an ``async def`` function, or an object whose
+    ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
+    )
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
