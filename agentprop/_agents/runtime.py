@@ -36,7 +36,7 @@ from agentprop._scenario.trace import (
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
-from agentprop._util.aio import run_sync
+from agentprop._util.aio import is_async, run_sync
 from agentprop._util.scrub import might_hold_secret, scrub_data, scrub_text
 from agentprop.errors import InfrastructureError, ToolError
 
@@ -355,12 +355,6 @@ def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
     )
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
-    )
-
-
 class _DaemonWorkers:
     """Daemon threads that run sync agents' conversations, reused from one to the next.
 
@@ -493,7 +487,7 @@ class _OwnLoop:
 def _needs_own_loop(agent: object, fn: Callable[..., Any]) -> bool:
     """Whether an async agent's turns run on a loop of their own: a user's do; agentprop's own
     (model agents sharing loop-bound clients, MCP, adapters) stay on the runner's loop."""
-    if not _is_async(fn):
+    if not is_async(fn):
         return False
     owners = [
         getattr(fn, "__module__", None) or "",
@@ -512,7 +506,7 @@ async def _run_turn(
     """One turn on the event loop: an async agent's (within ``timeout_s``, in the runner's own
     task, no new task per turn, or as a task of the agent's own loop), or a sync agent's when
     no timeout needs a thread."""
-    if _is_async(fn):
+    if is_async(fn):
         coro = fn(message, ctx)
         await _within(coro if own is None else own.run(coro), timeout_s)
         return
@@ -881,7 +875,7 @@ async def arun_conversation(
         else None
     )
     try:
-        if messages and turn_timeout_s is not None and not _is_async(fn):
+        if messages and turn_timeout_s is not None and not is_async(fn):
             await _converse_in_thread(turns, fn)
         else:
             await _converse_on_loop(turns, fn, own=own)
@@ -929,7 +923,7 @@ async def _close_conversation(
             # a sync hook runs on a worker thread, so one that blocks is still timed out
             result = (
                 close()
-                if timeout_s is None or _is_async(close)
+                if timeout_s is None or is_async(close)
                 else await _on_worker(close, "agentprop-close")
             )
             if inspect.isawaitable(result):

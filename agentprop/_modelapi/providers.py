@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from agentprop._util.aio import is_async
 from agentprop.errors import InvalidArgument, MissingDependency
 
 __all__ = [
@@ -68,12 +69,6 @@ def _int(value: Any) -> int:
 
 def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else None
-
-
-def _is_async_call(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
-    )
 
 
 _PARAMETERS: dict[tuple[type, str], frozenset[str]] = {}
@@ -221,7 +216,7 @@ class _AnthropicMessages(Provider):
             )
         kwargs = self._kwargs(client, body)
         create = client.messages.with_raw_response.create
-        if _is_async_call(create):
+        if is_async(create):
             raw = await create(**kwargs)
             data: dict[str, Any] = (
                 await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
@@ -306,7 +301,7 @@ class _OpenAIBase(Provider):
             data = await self._send_streamed(client, kwargs)
         else:
             create = self._raw_create(client)
-            if _is_async_call(create):
+            if is_async(create):
                 raw = await create(**kwargs)
                 data = json.loads(raw.content)
             else:
