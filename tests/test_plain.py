@@ -158,6 +158,33 @@ def test_tools_are_recorded_into_the_trace_with_results_and_errors() -> None:
     )
 
 
+def test_tools_call_and_acall_record_the_same_calls() -> None:
+    """``tools.call`` and ``await tools.acall`` record one way: results, errors (re-raised) and
+    an unknown tool (refused, not recorded) alike, for sync and async tool functions."""
+
+    async def aquery_order(order_id: str) -> dict[str, str]:
+        return query_order(order_id)
+
+    steps = [("query_order", {"order_id": "O-1"}), ("drop_table", {"name": "t"}), ("nope", {})]
+    recorded: list[list[dict[str, Any]]] = []
+    for is_async in (False, True):
+        tools = Tools({"query_order": query_order, "drop_table": drop_table})
+        atools = Tools({"query_order": aquery_order, "drop_table": drop_table})
+        raised: list[str] = []
+        for name, args in steps:
+            try:
+                if is_async:
+                    asyncio.run(atools.acall(name, **args))
+                else:
+                    tools.call(name, **args)
+            except (PermissionError, InvalidArgument) as exc:
+                raised.append(type(exc).__name__)
+        assert raised == ["PermissionError", "InvalidArgument"]
+        recorded.append([c.model_dump() for c in (atools if is_async else tools).calls])
+    assert recorded[0] == recorded[1] and len(recorded[0]) == 2
+    assert recorded[0][1]["error"] == "PermissionError: no dropping t"
+
+
 def test_an_agent_returning_a_trace_and_an_async_agent() -> None:
     def as_trace(messages: list[str]) -> Trace:
         return trace_of(("query_order", {}), response={"status": "paid"})

@@ -9,13 +9,14 @@ the same memo key, so Hypothesis never reports Flaky.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import inspect
 import json
 import random
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -328,32 +329,30 @@ class Tools:
 
         return called
 
-    def _record(self, name: str, args: dict[str, Any]) -> ToolCall:
+    @contextlib.contextmanager
+    def _recorded(self, name: str, args: dict[str, Any]) -> Iterator[ToolCall]:
+        """Record a call of tool ``name``, and the exception it raises (re-raised)."""
         if name not in self._functions:
             raise InvalidArgument(
                 f"no tool {name!r}; the tools are {', '.join(sorted(self._functions)) or '(none)'}"
             )
         call = ToolCall(name=name, args=dict(args), step=len(self.calls))
         self.calls.append(call)
-        return call
-
-    def call(self, name: str, /, **args: Any) -> Any:
-        call = self._record(name, args)
         try:
-            call.result = self._functions[name](**args)
+            yield call
         except Exception as exc:
             call.error, call.error_kind = f"{type(exc).__name__}: {exc}", "tool_exception"
             raise
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        with self._recorded(name, args) as call:
+            call.result = self._functions[name](**args)
         return call.result
 
     async def acall(self, name: str, /, **args: Any) -> Any:
-        call = self._record(name, args)
-        try:
+        with self._recorded(name, args) as call:
             value = self._functions[name](**args)
             call.result = await value if inspect.isawaitable(value) else value
-        except Exception as exc:
-            call.error, call.error_kind = f"{type(exc).__name__}: {exc}", "tool_exception"
-            raise
         return call.result
 
 
