@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,27 @@ class Interrupting(SupportOpsAgent):
 """
 
 
+def _default_sigint() -> None:
+    """In the child, before it starts: SIGINT back to the default disposition. An ignored
+    signal stays ignored across ``exec``, and Python (so asyncio's Ctrl-C handler) then leaves
+    it ignored: without this, the child of a test suite started in the background by a shell
+    (``pytest ... &`` in a script, which ignores SIGINT) never sees its Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_ignored() -> Iterator[None]:
+    """This (test) process ignores SIGINT meanwhile, as a suite started in the background by
+    a non-interactive shell does: what the children inherit must not decide the test."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+@pytest.mark.usefixtures("sigint_ignored")
 def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_path: Path) -> None:
     project = project_with(tmp_path, "interrupting", INTERRUPTING)
     outputs = {name: tmp_path / f"r.{name}" for name in ("json", "junit", "markdown", "html")}
@@ -84,6 +106,7 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
         env=env,
         timeout=300,
         cwd=tmp_path,
+        preexec_fn=_default_sigint,
     )
     assert done.returncode == 130, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
