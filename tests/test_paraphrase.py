@@ -642,3 +642,19 @@ def test_a_frame_with_its_own_politeness_drops_the_sentences() -> None:
     )
     # 请{S} is left out: 请 is there
     assert one("请帮我取消订单O-1001", "politeness", "zh") == "麻烦您帮我取消订单O-1001"
+
+
+def test_a_compiled_pack_in_use_is_kept_while_others_come_and_go() -> None:
+    """Compiled packs are kept most recently used first: compiling more packs than are kept
+    drops the ones not used since, never the one in use (the old memo forgot every pack at
+    once when it filled, and compiled the one in use again)."""
+    from agentprop.strategies._internal.language import LANGUAGES_COMPILED, language_for
+    from agentprop.strategies._internal.packs import PhrasePack
+
+    in_use = PhrasePack(lang="en")
+    first = language_for(in_use)
+    others = [PhrasePack(lang="en") for _ in range(LANGUAGES_COMPILED + 1)]
+    for other in others:
+        language_for(other)
+        assert language_for(in_use) is first
+    assert language_for(others[-1]) is not first  # an equal pack is another key: by identity

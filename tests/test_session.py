@@ -113,25 +113,13 @@ CACHES = {
         "_digests",
     ): "source digests per (file, mtime): a pure function's memo",
     (
-        "agentprop/_modelapi/budget.py",
-        "_BEST_PREFIX",
-    ): "the price-table prefix of a model name: a pure function's memo",
-    (
         "agentprop/_modelapi/providers.py",
         "_PARAMETERS",
     ): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
     (
-        "agentprop/_util/bulk.py",
-        "_table",
-    ): "equal JSON values held once per process (hash-consing, like sys.intern): no result",
-    (
         "agentprop/_util/refs.py",
         "_LOADED",
     ): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",
-    (
-        "agentprop/strategies/_internal/language.py",
-        "_LANGUAGE_CACHE",
-    ): "phrase packs compiled once: a pure function's memo",
     (
         "agentprop/_util/scrub.py",
         "_secrets",

@@ -9,7 +9,7 @@ through a :class:`~agentprop._modelapi.ledger.SharedLedger` with the same guaran
 
 from __future__ import annotations
 
-import enum
+import functools
 import json
 import math
 import os
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -211,41 +211,28 @@ def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mod
     # remembered under exactly those (a table edited in place has other keys, hence another
     # entry), and the price itself is read from the table every time.
     names = tuple(table)
-    found = _BEST_PREFIX.get(names)
-    best = found.get(model, _NO_ENTRY) if found is not None and type(model) is str else _NO_ENTRY
-    if best is _NO_ENTRY:
-        best = None
-        for prefix in names:
-            if _names_family(prefix, model) and (best is None or len(prefix) > len(best)):
-                best = prefix
-        if type(model) is str:
-            _remember_prefix(names, model, best)
+    best = _best_prefix(names, model) if type(model) is str else _longest_prefix(names, model)
     return None if best is None else _coerce_price(best, table[best])
 
 
-_BEST_PREFIX: dict[tuple[Any, ...], dict[str, str | None]] = {}
-"""Price-table keys (in order) -> model name -> the longest matching prefix (or ``None``)."""
-_BEST_PREFIX_LIMIT = 256
-"""At most this many tables, and models per table, are remembered (past it, afresh)."""
+def _longest_prefix(names: tuple[Any, ...], model: str) -> str | None:
+    best: str | None = None
+    for prefix in names:
+        if _names_family(prefix, model) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return best
 
 
-class _Sentinel(enum.Enum):
-    NO_ENTRY = enum.auto()
+PREFIXES_REMEMBERED = 1024
+"""(price-table keys, model name) pairs whose winning prefix is remembered (the most recently
+used): a session prices a few models against one or two tables."""
 
 
-_NO_ENTRY: Final = _Sentinel.NO_ENTRY
-"""Not remembered yet (``None`` is a remembered answer: no entry names the model)."""
-
-
-def _remember_prefix(names: tuple[Any, ...], model: str, best: str | None) -> None:
-    known = _BEST_PREFIX.get(names)
-    if known is None:
-        if len(_BEST_PREFIX) >= _BEST_PREFIX_LIMIT:
-            _BEST_PREFIX.clear()
-        known = _BEST_PREFIX[names] = {}
-    elif len(known) >= _BEST_PREFIX_LIMIT:
-        known.clear()
-    known[model] = best
+@functools.lru_cache(maxsize=PREFIXES_REMEMBERED)
+def _best_prefix(names: tuple[Any, ...], model: str) -> str | None:
+    """:func:`_longest_prefix`, remembered: only for a ``str`` model (a subclass may hash and
+    compare as it likes)."""
+    return _longest_prefix(names, model)
 
 
 def cost_usd(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from collections import OrderedDict
 from typing import Any, Self, TypeVar, cast
 
 from pydantic import BaseModel
@@ -53,7 +52,6 @@ LONGEST_SHARED = 1024
 """A list or dict whose text is longer is not looked up (its parts are): a value that long is
 seldom repeated, and the table would hold its text."""
 
-_table: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -80,15 +78,18 @@ def _cons(value: Any) -> Any:
     key = repr(node)  # tells 1 from "1" and 1.0 from 1, as equal JSON values do not
     if len(key) > LONGEST_SHARED:
         return node
-    with _lock:
-        found = _table.get(key)
-        if found is not None:
-            _table.move_to_end(key)
-            return found
-        _table[key] = node
-        if len(_table) > SHARED_VALUES:
-            _table.popitem(last=False)
-    return node
+    with _lock:  # one holder per text, and the first value offered fills it
+        holder = _holder(key)
+        if holder[0] is None:
+            holder[0] = node
+        return holder[0]
+
+
+@functools.lru_cache(maxsize=SHARED_VALUES)
+def _holder(key: str) -> list[Any]:
+    """The one-item list that holds the shared value whose ``repr`` is ``key`` (``None`` until
+    the first such value is offered): the cache keeps the text, the holder the value."""
+    return [None]
 
 
 @functools.lru_cache(maxsize=SHARED_VALUES)

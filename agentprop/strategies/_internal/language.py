@@ -200,20 +200,35 @@ class Language:
         return replacement  # never lower-cased: alternatives may be names ("Acme Widget Pro")
 
 
-_LANGUAGE_CACHE: dict[int, tuple[PhrasePack, Language]] = {}
+LANGUAGES_COMPILED = 64
+"""Compiled packs kept (the most recently used): the shipped ones and a few merged ones."""
 
 
 def language_for(pack: PhrasePack) -> Language:
     """Compile a pack once. Shipped packs are cached singletons, so strategies built for many
     texts (``st.sampled_from(texts).flatmap(paraphrases)``) share one compiled language."""
-    hit = _LANGUAGE_CACHE.get(id(pack))
-    if hit is not None and hit[0] is pack:
-        return hit[1]
-    language = Language.build(pack)
-    if len(_LANGUAGE_CACHE) > 64:
-        _LANGUAGE_CACHE.clear()
-    _LANGUAGE_CACHE[id(pack)] = (pack, language)
-    return language
+    return _compiled(_SamePack(pack))
+
+
+class _SamePack:
+    """A pack as a cache key, by identity (a PhrasePack holds dicts: it has no hash). The key
+    holds the pack, so its id is not reused while the entry lives."""
+
+    __slots__ = ("pack",)
+
+    def __init__(self, pack: PhrasePack) -> None:
+        self.pack = pack
+
+    def __hash__(self) -> int:
+        return id(self.pack)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SamePack) and other.pack is self.pack
+
+
+@functools.lru_cache(maxsize=LANGUAGES_COMPILED)
+def _compiled(key: _SamePack) -> Language:
+    return Language.build(key.pack)
 
 
 # --- sentence structure -----------------------------------------------------------------------
