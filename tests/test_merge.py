@@ -129,13 +129,12 @@ def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -
     )
     account = merged["metrics"]["extra"]["merge"]
     assert [s["index"] for s in account["shards"]] == [1, 2, 3] and account["not_recomputed"] == []
-    # every case, an INV case's two-sample test included, is decided again from its records
-    compared = [
-        c for c in merged["cases"] if c["kind"] == "INV" and c["decided_by"] == "two-sample test"
-    ]
-    assert compared and account["cases_decided_again"] == sum(
-        c["kind"] != "INV" for c in merged["cases"]
-    ) + len(compared)
+    # every case is decided again from its records: an INV case's two-sample test, and an INV
+    # case NOT APPLICABLE (its base case failed) too
+    invs = {c["verdict"] for c in merged["cases"] if c["kind"] == "INV"}
+    assert {"PASS", "NOT APPLICABLE"} <= invs
+    assert account["cases_decided_again"] == len(merged["cases"])
+    assert account["cases_from_reports"] == 0
     assert merged["bugs"][0]["id"] in (tmp_path / "m.html").read_text()
     assert f"{merged['metrics']['cases']} cases" in out.getvalue()
 
@@ -295,6 +294,91 @@ def test_an_inv_verdict_its_records_do_not_bear_out_is_refused(
         f"shard {shard}/3: its report says {case['id']} is {case['verdict']} (two-sample test)"
         in error
         and said in error
+    )
+
+
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
+@pytest.mark.parametrize(
+    "was, now, said",
+    [
+        ("NOT APPLICABLE", "INCONCLUSIVE", "they decide NOT APPLICABLE on 0 runs"),
+        ("PASS", "INCONCLUSIVE", "they decide compared (PASS or FAIL)"),
+    ],
+)
+def test_an_undecided_inv_case_its_records_do_not_bear_out_is_refused(
+    runs: Path, tmp_path: Path, was: str, now: str, said: str
+) -> None:
+    # NOT APPLICABLE and INCONCLUSIVE are held to the base case's and the sides' decisions too
+    shard = next(
+        i
+        for i in (1, 2, 3)
+        if any(
+            c["kind"] == "INV" and c["verdict"] == was
+            for c in json.loads((runs / f"s{i}.json").read_text())["cases"]
+        )
+    )
+    edited = tmp_path / f"s{shard}"
+    shutil.copytree(runs / f"s{shard}", edited)
+    report = json.loads((edited / REPORT_FILE).read_text())
+    case = next(c for c in report["cases"] if c["kind"] == "INV" and c["verdict"] == was)
+    case["verdict"] = now
+    (edited / REPORT_FILE).write_text(json.dumps(report))
+    error = _merge_error([edited if i == shard else runs / f"s{i}" for i in (1, 2, 3)])
+    assert f"shard {shard}/3: its report says {case['id']} is {now}" in error, error
+    assert said in error, error
+
+
+def _inv_case(verdict: str, runs: int, base: dict[str, Any]) -> Any:
+    from agentprop._pipeline.report.model import CaseReport
+
+    return CaseReport(
+        id="INV S", node="N", kind="INV", messages=["v1", "v2"], verdict=verdict, runs=runs,
+        passes=0, pass_rate=0.0, decided_by="two-sample test",
+        details={"runs_per_side": 5, "base": {"case": "S", **base}},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sides, base, expected",
+    [
+        # the budget refused a run of variant 1: nothing compared
+        ([(5, False), (3, True)], ("PASS", 10, True), ("INCONCLUSIVE", 8)),
+        # an error not the agent's stopped the original: no variant sampled
+        ([(2, False, True)], ("PASS", 10, True), ("INCONCLUSIVE", 2)),
+        # a look of a budgeted run: fewer runs than a side needs
+        ([(2, False), (2, False), (2, False)], ("PASS", 10, True), ("INCONCLUSIVE", 6)),
+        # its base case undecided (decided for this case: its runs count)
+        ([], ("INCONCLUSIVE", 4, False), ("INCONCLUSIVE", 4)),
+        # its base case failed
+        ([], ("FAIL", 3, True), ("NOT APPLICABLE", 0)),
+    ],
+)
+def test_an_undecided_inv_case_is_decided_again_from_its_base_and_sides(
+    sides: list[tuple[Any, ...]], base: tuple[str, int, bool], expected: tuple[str, int]
+) -> None:
+    from agentprop._pipeline.merge_report import _Side, _undecided_inv
+
+    verdict, runs, reused = base
+    offsets = {
+        k * 5: _Side([None] * side[0], side[0], side[1], len(side) > 2)
+        for k, side in enumerate(sides)
+    }
+    decided = {
+        ("MFT" if reused else None, "S"): MergedCase(
+            "S", "MFT" if reused else None, 1, verdict, "fixed", runs, 0, None, (), 0.0
+        )
+    }
+    said = {"verdict": verdict, "runs": runs, "reused": reused}
+    assert _undecided_inv(_inv_case(*expected, said), offsets, decided) is None
+    other = "NOT APPLICABLE" if expected[0] == "INCONCLUSIVE" else "INCONCLUSIVE"
+    problem = _undecided_inv(_inv_case(other, expected[1], said), offsets, decided)
+    assert problem == (
+        f"they decide {expected[0]} on {expected[1]} runs, not {other} on {expected[1]}"
+    )
+    # a base case the records decide otherwise than the report says
+    wrong = {**said, "runs": runs + 1}
+    assert "its base case S is" in str(
+        _undecided_inv(_inv_case(*expected, wrong), offsets, decided)
     )
 
 

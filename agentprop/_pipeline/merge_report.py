@@ -207,7 +207,8 @@ def _merged_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
     where: dict[str, int] = {}
     again = 0
-    inv: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]] = {}
+    inv: dict[int, tuple[dict[str, dict[int, _Side]], dict[str, Trace]]] = {}
+    by_kind = {(c.kind, c.name): c for c in run.cases}
     for shard in shards:
         for case in shard.report.cases:
             if case.id in where:
@@ -219,7 +220,7 @@ def _merged_cases(
                 )
             where[case.id] = shard.info.index
             if case.kind == "INV":
-                if _check_inv(shard, case, project, run.info.seed, inv):
+                if _check_inv(shard, case, project, run.info.seed, inv, by_kind):
                     again += 1
                 cases.append(case)
                 continue
@@ -267,32 +268,79 @@ def _check_inv(
     case: CaseReport,
     project: Project,
     seed: int,
-    loaded: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]],
+    loaded: dict[int, tuple[dict[str, dict[int, _Side]], dict[str, Trace]]],
+    by_kind: dict[tuple[str | None, str], MergedCase],
 ) -> bool:
-    """Hold an INV case's two-sample verdict to its shard's records (its sides' runs judged and
-    compared again); ``True`` when it was decided again, an error when the records disagree."""
-    if case.verdict not in ("PASS", "FAIL") or case.decided_by != "two-sample test":
+    """Hold an INV case's verdict to its shard's records: a two-sample verdict by its sides'
+    runs judged and compared again, NOT APPLICABLE and INCONCLUSIVE by its base case's decision
+    and its sides' (:func:`_undecided_inv`); ``True`` when it was decided again, an error when
+    the records disagree."""
+    compared = case.verdict in ("PASS", "FAIL") and case.decided_by == "two-sample test"
+    if not compared and case.verdict not in ("NOT APPLICABLE", "INCONCLUSIVE"):
         return False
     if shard.info.index not in loaded:
         sides = _inv_sides(shard.directory, seed)
         wanted = {
             ref
             for per in sides.values()
-            for refs in per.values()
-            for ref in refs
+            for side in per.values()
+            for ref in side.refs
             if ref is not None
         }
         loaded[shard.info.index] = (sides, _shard_traces(shard.directory, wanted))
     sides, traces = loaded[shard.info.index]
-    problem = _inv_decision(case, sides.get(case.id, {}), traces, project, seed)
+    if compared:
+        problem = _inv_decision(case, sides.get(case.id, {}), traces, project, seed)
+    else:
+        problem = _undecided_inv(case, sides.get(case.id, {}), by_kind)
     if problem is not None:
         raise InputError(
             f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is "
-            f"{case.verdict} (two-sample test) but its trial records do not bear it out: {problem}",
+            f"{case.verdict} ({case.decided_by}) but its trial records do not bear it out: "
+            f"{problem}",
             fix="the report or the records were edited, or written by two runs: "
             "run that shard again",
         )
     return True
+
+
+def _undecided_inv(
+    case: CaseReport, offsets: dict[int, _Side], by_kind: dict[tuple[str | None, str], MergedCase]
+) -> str | None:
+    """What ``case``'s records say of an INV case its report has NOT APPLICABLE or INCONCLUSIVE,
+    when it differs (``None``: they agree), as :func:`agentprop._decide.metamorphic.
+    acheck_invariance` decides: NOT APPLICABLE when its base case (the run's MFT case, or its own
+    decision of the scenario) failed; INCONCLUSIVE when the base is undecided, or a side's runs
+    were refused by the budget, stopped by an error not the agent's, or short of the runs a side
+    needs."""
+    base_of = case.details.get("base") or {}
+    scenario = str(base_of.get("case") or case.id.removeprefix("INV "))
+    reused = bool(base_of.get("reused"))
+    base = by_kind.get(("MFT" if reused else None, scenario))
+    if base is None:
+        return f"its base case {scenario} has no decision in them"
+    if (base.verdict, base.runs) != (base_of.get("verdict"), base_of.get("runs")):
+        return (
+            f"its base case {scenario} is {base.verdict} on {base.runs} runs, not "
+            f"{base_of.get('verdict')} on {base_of.get('runs')}"
+        )
+    n = int(case.details.get("runs_per_side") or 0)
+    planned = len(case.messages) + 1  # the original and each variant
+    taken = [offsets[k * n] for k in range(planned) if k * n in offsets]
+    # (a side missing stops the sampling: the later ones are not made)
+    if base.verdict in ("FAIL", "UNSTABLE"):
+        verdict, runs = "NOT APPLICABLE", 0
+    elif base.verdict == "INCONCLUSIVE":
+        verdict, runs = "INCONCLUSIVE", sum(side.runs for side in taken)
+    else:
+        short = len(taken) < planned or any(side.runs < n for side in taken)
+        stopped = any(side.refused or side.infra for side in taken)
+        verdict = "INCONCLUSIVE" if short or stopped else "compared (PASS or FAIL)"
+        runs = sum(side.runs for side in taken)
+    runs += 0 if reused else base.runs
+    if (verdict, runs) != (case.verdict, case.runs):
+        return f"they decide {verdict} on {runs} runs, not {case.verdict} on {case.runs}"
+    return None
 
 
 def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
@@ -311,33 +359,61 @@ def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
     return {case_id: i for i, (case_id, _, _) in enumerate(ranked)}
 
 
-def _inv_sides(directory: Path, seed: int) -> dict[str, dict[int, list[str | None]]]:
-    """Per INV case of a shard's records, each side's trace ids in trial order, keyed by the
-    side's number (0 the original, k the k-th variant: its first trial is ``seed * 1_000_003 + k *
-    runs_per_side``, as :func:`agentprop._decide.metamorphic.acheck_invariance` numbers them)
-    (a later decision of a side, a budgeted run's later pass, replaces an earlier one)."""
+@dataclass
+class _Side:
+    """A side of an INV comparison as its records hold it: its runs' trace ids in trial order,
+    and its decision again (judged runs, refused by the budget, stopped by an infrastructure
+    error)."""
+
+    refs: list[str | None]
+    runs: int = 0
+    refused: bool = False
+    infra: bool = False
+
+
+def _inv_sides(directory: Path, seed: int) -> dict[str, dict[int, _Side]]:
+    """Per INV case of a shard's records, each side, keyed by the side's number (0 the original,
+    k the k-th variant: its first trial is ``seed * 1_000_003 + k * runs_per_side``, as
+    :func:`agentprop._decide.metamorphic.acheck_invariance` numbers them): the final pass's, of
+    a budgeted run (the one its report shows), a later decision of a side replacing an earlier
+    one."""
+    from agentprop._decide.records import recompute
+
     starts: dict[int, tuple[str, int]] = {}
-    trials: dict[int, list[tuple[int, str | None]]] = {}
+    trials: dict[int, list[tuple[int, str | None, str]]] = {}
     last: dict[tuple[str, int], int] = {}
+    mine: list[Any] = []
     for r in read_records(directory):
-        if r.type == "decision" and r.case.startswith("INV ") and r.kind in (None, "INV"):
+        if (
+            r.type == "decision"
+            and r.case.startswith("INV ")
+            and r.kind in (None, "INV")
+            and r.stage in (None, "final")
+        ):
             starts[r.decision] = (r.case, r.first_trial)
             trials[r.decision] = []
             last[(r.case, r.first_trial)] = r.decision
+            mine.append(r)
         elif r.type == "trial" and r.decision in trials:
-            trials[r.decision].append((r.trial, r.trace))
+            trials[r.decision].append((r.trial, r.trace, r.status))
+            mine.append(r)
+    again = recompute(mine)
     base = seed * 1_000_003
-    sides: dict[str, dict[int, list[str | None]]] = {}
+    sides: dict[str, dict[int, _Side]] = {}
     for (case, first), decision in last.items():
-        sides.setdefault(case, {})[first - base] = [
-            ref for _, ref in sorted(trials[decision], key=lambda t: t[0])
-        ]
+        lines = sorted(trials[decision], key=lambda t: t[0])
+        sides.setdefault(case, {})[first - base] = _Side(
+            [ref for _, ref, _ in lines],
+            again[decision].runs,
+            any(status == "refused" for _, _, status in lines),
+            again[decision].decided_by == "infrastructure",
+        )
     return sides
 
 
 def _inv_decision(
     case: CaseReport,
-    offsets: dict[int, list[str | None]],
+    offsets: dict[int, _Side],
     traces: dict[str, Trace],
     project: Project,
     seed: int,
@@ -361,7 +437,8 @@ def _inv_decision(
         return f"its scenario {case.id.removeprefix('INV ')} is not in the spec"
     counts: list[dict[str, int]] = []
     for k in range(len(variants) + 1):
-        refs = offsets.get(k * n, [])
+        recorded = offsets.get(k * n)
+        refs = recorded.refs if recorded is not None else []
         if len(refs) != n or any(ref is None or ref not in traces for ref in refs):
             return (
                 f"side {k} has {sum(ref in traces for ref in refs if ref is not None)} of "
