@@ -225,6 +225,7 @@ def test_request_shape_is_stable() -> None:
     ("args", "message"),
     [
         (["--max-iterations", "0"], "--max-iterations 0 must be at least 1"),
+        (["--inner-threshold", "0"], "--inner-threshold 0 must be at least 1"),
         (["--runs", "0"], "--runs 0 must be at least 1"),
         (["--case", "NOPE"], "no case id contains NOPE"),
     ],
@@ -232,6 +233,29 @@ def test_request_shape_is_stable() -> None:
 def test_bad_compile_arguments_are_usage_errors(args: list[str], message: str) -> None:
     code, _, err = cli("compile", str(EXAMPLE), "--model", MODEL, "--out", "b", *args)
     assert code == 2 and message in err
+
+
+def test_the_async_compile_refuses_what_the_sync_one_refuses() -> None:
+    """The checks live in ``acompile_prompt``, which ``compile_prompt`` wraps: a bad count or a
+    non-model agent is refused by both, before any run."""
+    import asyncio
+
+    from agentprop._pipeline.promptsmith import acompile_prompt, compile_prompt
+    from agentprop.agents import AnthropicAgent
+
+    project = agentprop.load_project(EXAMPLE)
+    cases = project.scenarios()[:1]
+    model_agent = AnthropicAgent(MODEL, base_url="http://127.0.0.1:9", cache=False)
+    agent: Any
+    for kwargs, agent, said in [
+        ({"max_outer": 0}, model_agent, "max_outer=0 must be a positive int"),
+        ({"inner_threshold": True}, model_agent, "inner_threshold=True must be a positive int"),
+        ({}, object(), "compile_prompt edits a model agent's prompt"),
+    ]:
+        with pytest.raises(agentprop.errors.InvalidArgument, match=said):
+            compile_prompt(project, agent, cases, **kwargs)
+        with pytest.raises(agentprop.errors.InvalidArgument, match=said):
+            asyncio.run(acompile_prompt(project, agent, cases, **kwargs))
 
 
 def test_runs_that_break_stop_the_compile_instead_of_asking_for_a_prompt_fix(

@@ -107,7 +107,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             expected="--model MODEL, e.g. --model claude-sonnet-4-6",
             fix="name the model whose prompt to compile (PromptSmith uses the same model)",
         )
-    for name in ("max_iterations", "max_inner"):
+    for name in ("max_iterations", "max_inner", "inner_threshold"):
         if getattr(args, name) < 1:
             raise InputError(
                 f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1",

@@ -27,7 +27,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._scenario.build import Scenario
 from agentprop._util.files import write_atomic
-from agentprop.errors import AgentPropError
+from agentprop.errors import AgentPropError, InvalidArgument
 
 PROMPTSMITH_ROLE = (
     "You are PromptSmith. You edit the system prompt and tool descriptions of a tool-using agent "
@@ -275,6 +275,18 @@ async def acompile_prompt(
     :class:`~agentprop.agents.OpenAIAgent`) prompt until every case in ``cases`` (the visible suite)
     passes; see the module doc. PromptSmith's edits are asked of the agent's own model,
     through its client (cache, budget, retries)."""
+    for name, value in (
+        ("max_outer", max_outer),
+        ("max_inner", max_inner),
+        ("inner_threshold", inner_threshold),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidArgument(f"{name}={value!r} must be a positive int")
+    if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
+        raise InvalidArgument(
+            "compile_prompt edits a model agent's prompt: pass an "
+            f"agentprop.agents.AnthropicAgent or OpenAIAgent, not {agent!r}"
+        )
     if not cases:
         raise ValueError("compile_prompt needs at least one visible case")
     settings = settings or OracleSettings.for_spec(project.spec)
@@ -420,20 +432,7 @@ def compile_prompt(
     case of ``cases`` (default: every MFT scenario) passes, at most ``max_outer`` full runs; see the
     module doc."""
     from agentprop._util.aio import run_sync
-    from agentprop.errors import InvalidArgument
 
-    for name, value in (
-        ("max_outer", max_outer),
-        ("max_inner", max_inner),
-        ("inner_threshold", inner_threshold),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidArgument(f"{name}={value!r} must be a positive int")
-    if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
-        raise InvalidArgument(
-            "compile_prompt edits a model agent's prompt: pass an "
-            f"agentprop.agents.AnthropicAgent or OpenAIAgent, not {agent!r}"
-        )
     return run_sync(
         acompile_prompt(
             project,
