@@ -226,6 +226,13 @@ def test_bad_control_settings_are_rejected() -> None:
         mutation_test(project, pack, clean, control_runs=2)
     with pytest.raises(InvalidArgument, match="probe_alpha=1.5"):
         mutation_test(project, pack, clean, probe_alpha=1.5)
+    # the async core refuses alike (mutation_test is a thin wrapper of it)
+    for bad, said in [
+        ({"probe_runs": 0}, "probe_runs=0"),
+        ({"probe_alpha": 1.5}, "probe_alpha=1.5"),
+    ]:
+        with pytest.raises(InvalidArgument, match=said):
+            asyncio.run(amutation_test(project, pack, clean, [], **bad))  # type: ignore[arg-type]
     code, _, err = cli("tdad", str(SUPPORTOPS), "--control-runs", "1")
     assert code == 2 and "--control-runs 1 is too few" in err
 

@@ -250,9 +250,19 @@ def check_control_runs(
     control_runs: object, probe_runs: int, probe_alpha: float = PROBE_ALPHA
 ) -> int:
     """``control_runs`` (``None``: :func:`default_control_runs`), checked to be enough for the
-    activation rule to be able to say "activated"."""
+    activation rule to be able to say "activated", once ``probe_runs`` and ``probe_alpha`` are
+    checked (the checks of :func:`mutation_test` and :func:`amutation_test` alike)."""
     from agentprop.errors import InvalidArgument
 
+    if not isinstance(probe_runs, int) or isinstance(probe_runs, bool) or probe_runs < 1:
+        raise InvalidArgument(
+            f"probe_runs={probe_runs!r} must be a positive int (3 is the default)"
+        )
+    if not isinstance(probe_alpha, float) or not 0.0 < probe_alpha < 1.0:
+        raise InvalidArgument(
+            f"probe_alpha={probe_alpha!r} must be a float strictly between 0 and 1 "
+            "(0.05 is the default)"
+        )
     if control_runs is None:
         return default_control_runs(probe_runs, probe_alpha)
     if not isinstance(control_runs, int) or isinstance(control_runs, bool) or control_runs < 1:
@@ -383,15 +393,6 @@ def mutation_test(
     from agentprop._util.aio import run_sync
     from agentprop.errors import InvalidArgument
 
-    if not isinstance(probe_runs, int) or isinstance(probe_runs, bool) or probe_runs < 1:
-        raise InvalidArgument(
-            f"probe_runs={probe_runs!r} must be a positive int (3 is the default)"
-        )
-    if not isinstance(probe_alpha, float) or not 0.0 < probe_alpha < 1.0:
-        raise InvalidArgument(
-            f"probe_alpha={probe_alpha!r} must be a float strictly between 0 and 1 "
-            "(0.05 is the default)"
-        )
     check_control_runs(control_runs, probe_runs, probe_alpha)
     if mutants is not None and not all(isinstance(m, Mutant) for m in mutants):
         bad = next(m for m in mutants if not isinstance(m, Mutant))
