@@ -9,12 +9,13 @@ them in turn, and closes every one of them."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 import pytest
 
 from agentprop._modelapi.client import ModelClient, _pools
-from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, OPENAI_CHAT
 from agentprop.testing import MessagesServer, message_reply, text_block
 
 BODY = {
@@ -101,3 +102,27 @@ def test_a_given_sdk_client_is_the_only_one_used(monkeypatch: pytest.MonkeyPatch
             await sdk.close()
 
         asyncio.run(calls())
+
+
+@pytest.mark.parametrize("provider", [ANTHROPIC_MESSAGES, OPENAI_CHAT])
+def test_the_pools_share_one_tls_context_and_keep_the_timeout(
+    provider: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # loading the certificates is the dearest part of making an SDK client: once, not per pool
+    provider.sdk()  # imported before counting
+    made: list[Any] = []
+    real = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    one = provider.make_clients(1, api_key="k", base_url="http://127.0.0.1:9", timeout=7.0)
+    per_client = len(made)
+    assert per_client >= 1
+    made.clear()
+    clients = provider.make_clients(5, api_key="k", base_url="http://127.0.0.1:9", timeout=7.0)
+    assert len(clients) == 5 and len(made) == 2 * per_client
+    assert [c.timeout for c in clients] == [7.0] * 5 and one[0].timeout == 7.0
+    assert all(c.base_url == clients[0].base_url for c in clients)

@@ -446,10 +446,11 @@ class ModelClient:
         if self.sdk_client is not None:
             state = _LoopState(clients=(self.sdk_client,), limiter=limiter, owned=False)
         else:
-            api_key, base_url = self.api_key(), self.resolved_base_url()
-            made = tuple(
-                self.provider.make_client(api_key=api_key, base_url=base_url, timeout=self.timeout)
-                for _ in range(_pools(self.max_concurrent_requests))
+            made = self.provider.make_clients(
+                _pools(self.max_concurrent_requests),
+                api_key=self.api_key(),
+                base_url=self.resolved_base_url(),
+                timeout=self.timeout,
             )
             state = _LoopState(clients=made, limiter=limiter, owned=True)
         with self._lock:

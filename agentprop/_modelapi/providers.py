@@ -12,8 +12,9 @@ import asyncio
 import importlib
 import inspect
 import json
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -111,6 +112,27 @@ def _sdk_kwargs(body: Mapping[str, Any], parameters: frozenset[str]) -> dict[str
     return kwargs
 
 
+def _http_client_maker(sdk: ModuleType) -> Callable[[], Any] | None:
+    """A maker of the SDK's default async HTTP client (``DefaultAsyncHttpxClient``), all on one
+    TLS context made by the HTTP library's own ``create_ssl_context()`` with its defaults (what
+    each client would make for itself); ``None`` when the SDK or its HTTP library has neither,
+    and each client then makes its own."""
+    default = getattr(sdk, "DefaultAsyncHttpxClient", None)
+    if not isinstance(default, type):
+        return None
+    library = next((k for k in default.__mro__ if k.__name__ == "AsyncClient"), None)
+    package = sys.modules.get(library.__module__.partition(".")[0]) if library else None
+    create_ssl_context = getattr(package, "create_ssl_context", None)
+    if create_ssl_context is None:
+        return None
+    context = create_ssl_context()
+
+    def make() -> Any:
+        return default(verify=context)
+
+    return make
+
+
 class Provider(ABC):
     """One model API (see the module docstring). Instances are stateless and shared."""
 
@@ -145,8 +167,29 @@ class Provider(ABC):
             ) from None
 
     @abstractmethod
-    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
-        """The SDK's async client for this API."""
+    def make_client(
+        self, *, api_key: str, base_url: str | None, timeout: float, http_client: Any = None
+    ) -> Any:
+        """The SDK's async client for this API (on ``http_client``, else on one of its own)."""
+
+    def make_clients(
+        self, n: int, *, api_key: str, base_url: str | None, timeout: float
+    ) -> tuple[Any, ...]:
+        """``n`` SDK clients, each with a connection pool of its own: the first as
+        :meth:`make_client` makes it, the others on the SDK's default HTTP client sharing one TLS
+        context, made as the HTTP library makes its default (loading the certificates takes
+        milliseconds a client; see :func:`_http_client_maker`)."""
+        first = self.make_client(api_key=api_key, base_url=base_url, timeout=timeout)
+        http = _http_client_maker(self.sdk()) if n > 1 else None
+        return (first,) + tuple(
+            self.make_client(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                http_client=None if http is None else http(),
+            )
+            for _ in range(n - 1)
+        )
 
     @abstractmethod
     async def send(
@@ -199,9 +242,15 @@ class _AnthropicMessages(Provider):
     base_url_env = "ANTHROPIC_BASE_URL"
     official_hosts = ("api.anthropic.com",)
 
-    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
+    def make_client(
+        self, *, api_key: str, base_url: str | None, timeout: float, http_client: Any = None
+    ) -> Any:
         return self.sdk().AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
         )
 
     def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,9 +330,15 @@ class _OpenAIBase(Provider):
     streams = True
     _resource = ""
 
-    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
+    def make_client(
+        self, *, api_key: str, base_url: str | None, timeout: float, http_client: Any = None
+    ) -> Any:
         return self.sdk().AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
         )
 
     @abstractmethod
