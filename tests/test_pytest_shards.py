@@ -340,3 +340,53 @@ def test_a_shard_report_its_records_do_not_bear_out_is_refused(tmp_path: Path) -
     assert code == 2
     assert "its report.json says 'case' of t.py::test_a is FAIL on 10 runs but its trial " in out
     assert "records decide PASS on 10" in out
+
+
+CRASH = """
+import os
+import signal
+from pathlib import Path
+
+import agentprop
+
+EXAMPLE = Path({example!r})
+FIXED = agentprop.settings(mode="fixed", runs=4)
+
+
+def _check():
+    project = agentprop.load_project(EXAMPLE)
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+    agentprop.check(project, project.scenarios()[0].id, agent, settings=FIXED)
+
+
+def test_kept():
+    _check()
+
+
+def test_killed():
+    _check()
+    os.kill(os.getpid(), signal.SIGKILL)  # the worker dies after its check was recorded
+"""
+
+
+@pytest.mark.slow  # a pytest session with two workers
+def test_a_check_of_a_worker_killed_mid_session_is_kept_by_its_records(tmp_path: Path) -> None:
+    (tmp_path / "test_crash.py").write_text(
+        CRASH.format(example=str(ROOT / "examples" / "supportops"))
+    )
+    code, out = _pytest(
+        tmp_path, "-n", "2", "--agentprop-shard", "1/1", "--agentprop-records", "s1"
+    )
+    assert code == 1 and "crashed" in out, out
+    report = json.loads((tmp_path / "s1" / REPORT_FILE).read_text())
+    # the killed worker never sent its session to the controller: the report lacks its check
+    assert [c["test"] for c in report["checks"]] == ["test_crash.py::test_kept"]
+    code, out = _merge(str(tmp_path / "s1"), "--json", str(tmp_path / "merged.json"))
+    assert code == 1, out  # a test failed (its worker crashed)
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    # ... but its records hold it: the merge decides it again from the trials it wrote
+    assert [(c["test"], c["verdict"], c["runs"]) for c in merged["checks"]] == [
+        ("test_crash.py::test_kept", "PASS", 4),
+        ("test_crash.py::test_killed", "PASS", 4),
+    ]
+    assert merged["merge"]["checks_decided_again"] == 2
