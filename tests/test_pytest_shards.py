@@ -390,3 +390,10 @@ def test_a_check_of_a_worker_killed_mid_session_is_kept_by_its_records(tmp_path:
         ("test_crash.py::test_killed", "PASS", 4),
     ]
     assert merged["merge"]["checks_decided_again"] == 2
+
+
+def test_records_only_refuses_the_shards_of_a_pytest_session(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0})
+    code, out = _merge("--records-only", str(one))
+    assert code == 2
+    assert "--records-only: the shards are of a pytest session" in out, out

@@ -172,6 +172,16 @@ def _records_only(args: argparse.Namespace, out: TextIO) -> int:
             fix="drop --records-only or --html",
         )
     run = merge_shards(args.records, complete=False)
+    if run.info.runner == "pytest":
+        from agentprop.errors import InputError
+
+        # its table names decisions, and a pytest session's checks share names across tests
+        raise InputError(
+            "--records-only: the shards are of a pytest session, whose checks are told apart by "
+            "their tests, which the per-decision table does not show",
+            fix="merge the finished shards without --records-only (agentprop merge DIR... "
+            "--json PATH); run an unfinished shard again first",
+        )
     counts = ", ".join(f"{n} {v}" for v, n in sorted(run.verdicts().items()))
     print(
         f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one run "
