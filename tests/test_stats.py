@@ -315,6 +315,11 @@ def test_sprt_refuses_runs_after_deciding_and_non_bool_outcomes() -> None:
         test.update(True)
     with pytest.raises(InvalidArgument, match="needs a bool"):
         SPRT().update(1)  # type: ignore[arg-type]
+    import numpy as np
+
+    numpy_bool = SPRT()
+    numpy_bool.update(np.bool_(True))  # type: ignore[arg-type]  # numpy's bools still count
+    assert numpy_bool.n == 1
     fresh = test.fresh()
     assert (fresh.n, fresh.decision, fresh.p0, fresh.p1) == (0, None, 0.95, 0.8)
 

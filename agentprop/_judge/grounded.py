@@ -16,9 +16,8 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-from rapidfuzz import fuzz
 
 from agentprop._judge.derive import (
     composed_item,
@@ -461,7 +460,7 @@ class _Sources:
             return [f"{n:g}" for n in nearest_numbers(x, self.sorted_numbers())]
         scored = sorted(
             {clip_text(t) for t in self.texts if t.strip()},
-            key=lambda t: (-fuzz.ratio(bad.casefold(), t.casefold()), t),
+            key=lambda t: (-_fuzz().ratio(bad.casefold(), t.casefold()), t),
         )
         return scored[:3]
 
@@ -490,6 +489,7 @@ class _Sources:
 
     def has_item(self, item: str, min_similarity: float) -> bool:
         i = _norm(item)
+        fuzz = _fuzz()
         if not i or any(
             max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity
             for s in self.lines()
@@ -497,6 +497,14 @@ class _Sources:
             return True
         how = composed_item(i, self.records)
         return self._accept(how) if how is not None else False
+
+
+def _fuzz() -> ModuleType:
+    """rapidfuzz's ``fuzz``, imported when first used (``agentprop run`` imports this module,
+    and most runs compare no texts)."""
+    from rapidfuzz import fuzz
+
+    return fuzz
 
 
 def clip_text(text: str, limit: int = 60) -> str:

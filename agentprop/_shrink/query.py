@@ -14,10 +14,13 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import Enum
-
-import numpy as np
+from functools import cache
+from typing import TYPE_CHECKING
 
 from agentprop.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Outcome",
@@ -113,6 +116,14 @@ class ReproductionRate:
         return f"{self.failures}/{self.runs} = {self.rate:.2f} (95% CI {low:.2f}-{high:.2f})"
 
 
+@cache
+def _grid() -> np.ndarray:
+    """The posterior's grid of rates: 1000 midpoints of (0, 1)."""
+    import numpy as np
+
+    return (np.arange(1, 1001) - 0.5) / 1000.0
+
+
 class RatePosterior:
     """Posterior of a reproduction rate ``q`` from ``failures`` out of ``runs``, on a grid.
 
@@ -120,9 +131,10 @@ class RatePosterior:
     which dominates ``E[(1 - q)^n]``, accurate without special functions.
     """
 
-    _Q = (np.arange(1, 1001) - 0.5) / 1000.0
-
     def __init__(self, failures: int, runs: int, prior: tuple[float, float] = (1.0, 3.0)) -> None:
+        import numpy as np  # not at import: ``agentprop run`` imports this module, numpy is slow
+
+        self._Q = _grid()
         a, b = prior
         log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(
             -self._Q
@@ -132,15 +144,15 @@ class RatePosterior:
 
     @property
     def mean(self) -> float:
-        return float(np.dot(self.weights, self._Q))
+        return float(self.weights.dot(self._Q))
 
     def quantile(self, prob: float) -> float:
-        cumulative = np.cumsum(self.weights)
-        return float(self._Q[min(int(np.searchsorted(cumulative, prob)), self._Q.size - 1)])
+        cumulative = self.weights.cumsum()
+        return float(self._Q[min(int(cumulative.searchsorted(prob)), self._Q.size - 1)])
 
     def miss_probability(self, runs: int) -> float:
         """``E[(1 - q)^runs]``: the chance that a reproducing candidate stays clean that long."""
-        return float(np.dot(self.weights, (1.0 - self._Q) ** runs))
+        return float(self.weights.dot((1.0 - self._Q) ** runs))
 
     def runs_to_rule_out(self, error: float, limit: int) -> int:
         """Smallest ``n <= limit`` with ``E[(1 - q)^n] <= error`` (``limit`` if there is none)."""

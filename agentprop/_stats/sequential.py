@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import enum
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-
-import numpy as np
 
 from agentprop._stats._checks import (
     check_closed_unit,
@@ -40,6 +39,15 @@ __all__ = [
     "ZeroFailureCertification",
     "zero_failure_runs",
 ]
+
+
+def _is_bool(value: object) -> bool:
+    """A bool, or numpy's (only possible once numpy is imported: it is not imported here, as
+    ``agentprop run`` imports this module and numpy takes a fifth of a second)."""
+    if isinstance(value, bool):
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.bool_)
 
 
 class Decision(enum.Enum):
@@ -165,7 +173,7 @@ class _LatticeTest(ABC):
     # -- driving the test -----------------------------------------------------------------------
     def update(self, success: bool) -> Decision | None:
         """Record one run; return the decision if this run settled it, else ``None``."""
-        if not isinstance(success, (bool, np.bool_)):
+        if not _is_bool(success):
             raise InvalidArgument(
                 f"update(success={success!r}) needs a bool (True = the run passed), got "
                 f"{type(success).__name__}. Convert the run's verdict with bool(...)."

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from agentprop._stats._checks import check_count
 from agentprop.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["categorical_two_sample_test", "fisher_exact_greater", "fisher_exact_two_sided"]
 
@@ -92,6 +94,8 @@ def categorical_two_sample_test(
     Freeman–Halton exact test: exact when at most ``exact_limit`` tables are possible,
     otherwise estimated from ``permutations`` seeded random relabellings.
     """
+    import numpy as np  # not at import: ``agentprop run`` imports this module, numpy is slow
+
     labels = sorted(set(counts_a) | set(counts_b))
     a = [_category_count("counts_a", counts_a, label) for label in labels]
     b = [_category_count("counts_b", counts_b, label) for label in labels]
@@ -147,6 +151,8 @@ def _log_comb(n: int, k: int) -> float:
 
 
 def _log_comb_row(m: int) -> np.ndarray:
+    import numpy as np
+
     return np.array([_log_comb(m, x) for x in range(m + 1)])
 
 
@@ -167,6 +173,8 @@ def _enumerate_log_weights(totals: list[int], n_a: int, log_comb: list[np.ndarra
     Builds the tables category by category, keeping only the partial sum and the partial
     log weight, and pruning partial tables that the remaining categories cannot complete.
     """
+    import numpy as np
+
     capacity_after = np.cumsum(totals[::-1])[::-1].tolist()[1:] + [0]
     sums = np.zeros(1, dtype=np.int64)
     weights = np.zeros(1)
