@@ -131,6 +131,68 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
     )
 
 
+PRESSES_CTRL_C_AT = """
+import os
+import signal
+import sys
+
+import agentprop._pipeline.run as run
+
+original = getattr(run, sys.argv[1])
+
+
+async def pressed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as this stage of the run starts
+    return await original(*args, **kwargs)
+
+
+setattr(run, sys.argv[1], pressed)
+from agentprop._cli import main
+
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+@pytest.mark.parametrize(
+    ("how", "flags"),
+    [
+        # the agent presses it at its 10th turn, in the first pass of a budgeted run (one run a
+        # case): that pass's partial report was taken for its result and the passes went on
+        ("interrupting:Interrupting", ["--max-runs", "400"]),
+        # pressed as the pooled top-up of the policies starts, after every case was decided:
+        # the cancellation escaped the run and took every decided case with it
+        ("top_up_policies", []),
+    ],
+    ids=["budgeted-pass", "policy-top-up"],
+)
+def test_ctrl_c_in_any_stage_of_a_run_ends_it_with_the_cases_decided(
+    tmp_path: Path, how: str, flags: list[str]
+) -> None:
+    project = project_with(tmp_path, "interrupting", INTERRUPTING.replace("== 40", "== 10"))
+    argv = ["run", str(project), "--kinds", "mft", "--corpus", "none", "--concurrency", "1"]
+    report_path = tmp_path / "r.json"
+    argv += [*flags, "--json", str(report_path)]
+    if ":" in how:
+        command = [sys.executable, "-m", "agentprop", *argv, "--agent", how]
+    else:
+        command = [sys.executable, "-c", PRESSES_CTRL_C_AT, how, *argv]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+    )
+    assert done.returncode == 130, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    decided = report["metrics"]["extra"]["interrupted"]["cases_decided"]
+    assert 0 < decided == len(report["cases"])
+    assert f"interrupted: {decided} case(s) decided before it" in done.stdout
+
+
 # ------------------------------------------------------------- agents that end the process (item 9)
 
 HOSTILE = """

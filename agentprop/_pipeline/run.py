@@ -362,59 +362,77 @@ async def arun_cases(
     at_start, started = budget.snapshot(), time.perf_counter()
 
     async def look(stage: str, depth: int = 0) -> RunReport:
-        return await decide_all(
+        report = await decide_all(
             dataclasses.replace(settings, stage=stage, depth=depth),
             stage if stage != "deepen" else f"deepen {depth}",
         )
+        if "interrupted" in report.metrics.extra:  # Ctrl-C: the run ends with this pass
+            raise _Interrupted(report)
+        return report
 
     shrink_runs = 0
-    if settings.kinds:
-        await look("breadth")
-        confirmed = await look("confirm")
-        if settings.shrink_budget > 0 and any(
-            c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases
-        ):
-            # a confirmed failure is shrunk before passing cases get more runs; nothing is saved
-            # here: the shrink after the run replays these runs from the memo and saves it
-            before = budget.snapshot().runs
-            Progress(0, progress_stream, interval_s=0).note(
-                "shrinking the confirmed failures before deepening the rest"
+    try:
+        if settings.kinds:
+            await look("breadth")
+            confirmed = await look("confirm")
+            if settings.shrink_budget > 0 and any(
+                c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases
+            ):
+                # a confirmed failure is shrunk before passing cases get more runs; nothing is
+                # saved here: the shrink after the run replays these runs from the memo, saves it
+                before = budget.snapshot().runs
+                Progress(0, progress_stream, interval_s=0).note(
+                    "shrinking the confirmed failures before deepening the rest"
+                )
+                try:
+                    await asyncio.to_thread(
+                        shrink_failures,
+                        project,
+                        agent,
+                        confirmed,
+                        budget=settings.shrink_budget,
+                        corpus=None,
+                        session_budget=budget,
+                        memo=memo,
+                        seed=settings.seed,
+                    )
+                except asyncio.CancelledError:
+                    if not settings.keep_partial:
+                        raise
+                    _uncancel()
+                    decided = len(confirmed.cases)
+                    confirmed.metrics.extra["interrupted"] = {
+                        "cases_planned": decided,
+                        "cases_decided": decided,
+                        "stage": "shrinking",
+                    }
+                    raise _Interrupted(confirmed) from None
+                shrink_runs = budget.snapshot().runs - before
+            # replays are decided in full (a known bug): deepened in turn with the rest,
+            # whatever the profile
+            replays_entries = corpus is not None and any(
+                settings.replay_corpus == "all" or found_with(e, agent)
+                for e in corpus.entries(spec_id=project.spec.spec_id)
             )
-            await asyncio.to_thread(
-                shrink_failures,
-                project,
-                agent,
-                confirmed,
-                budget=settings.shrink_budget,
-                corpus=None,
-                session_budget=budget,
-                memo=memo,
-                seed=settings.seed,
-            )
-            shrink_runs = budget.snapshot().runs - before
-        # replays are decided in full (a known bug): deepened in turn with the rest,
-        # whatever the profile
-        replays_entries = corpus is not None and any(
-            settings.replay_corpus == "all" or found_with(e, agent)
-            for e in corpus.entries(spec_id=project.spec.spec_id)
-        )
-        latest, names = confirmed, decision_names(project)
-        final_screen = None if replays_entries else get_profile(settings.profile).screen
-        for depth in deepening(final_screen, through=True):
-            # what the budget has left goes where a verdict is weakest or the risk highest
-            # (_pipeline.anytime); the cases it cannot reach are held back for the next pass
-            for _ in range(SUBPASSES):
-                snap = budget.snapshot()
-                if snap.exhausted:
-                    break
-                held = held_back(latest.cases, depth, snap, names)
-                if not held and depth == final_screen:
-                    break  # the last pass, in full, is this one
-                with holding(held):
-                    latest = await look("deepen", depth)
-                if not held or budget.snapshot().runs == snap.runs:
-                    break
-    report = await decide_all(settings, settings.stage)
+            latest, names = confirmed, decision_names(project)
+            final_screen = None if replays_entries else get_profile(settings.profile).screen
+            for depth in deepening(final_screen, through=True):
+                # what the budget has left goes where a verdict is weakest or the risk highest
+                # (_pipeline.anytime); the cases it cannot reach are held back for the next pass
+                for _ in range(SUBPASSES):
+                    snap = budget.snapshot()
+                    if snap.exhausted:
+                        break
+                    held = held_back(latest.cases, depth, snap, names)
+                    if not held and depth == final_screen:
+                        break  # the last pass, in full, is this one
+                    with holding(held):
+                        latest = await look("deepen", depth)
+                    if not held or budget.snapshot().runs == snap.runs:
+                        break
+        report = await decide_all(settings, settings.stage)
+    except _Interrupted as stop:
+        report = stop.report
     m, at_end = report.metrics, budget.snapshot()
     m.duration_s = time.perf_counter() - started  # every pass's time, not the last one's
     m.runs_started = at_end.runs - at_start.runs - shrink_runs
@@ -423,6 +441,22 @@ async def arun_cases(
     if shrink_runs:
         m.extra["runs_shrinking_before_deepening"] = shrink_runs
     return report
+
+
+def _uncancel() -> None:
+    """The current task's cancellation (a Ctrl-C) is handled here: it goes no further up."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+class _Interrupted(Exception):
+    """A pass of a budgeted run was interrupted (Ctrl-C, with ``keep_partial``): its partial
+    report ends the run; no later pass starts."""
+
+    def __init__(self, report: RunReport) -> None:
+        super().__init__("interrupted")
+        self.report = report
 
 
 SUBPASSES = 3
@@ -765,9 +799,7 @@ async def _arun_cases(
         if not settings.keep_partial:
             raise
         interrupted = True
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+        _uncancel()
     finally:
         progress.close()
     if interrupted:  # the cases decided before the interruption; the rest are left out
@@ -836,7 +868,13 @@ async def _arun_cases(
             again.rule = case.rule
             return again
 
-        cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
+        try:
+            cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
+        except asyncio.CancelledError:  # Ctrl-C: every case stands as decided before the top-up
+            if not settings.keep_partial:
+                raise
+            interrupted = True
+            _uncancel()
     coverage = coverage_matrix(
         project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases
     )
