@@ -53,7 +53,10 @@ times but not the CPU times.
    included on both sides), ``--cli-rounds`` (5) interleaved rounds: ``agentprop run`` of the
    billing case in fixed mode with ``--runs`` runs at ``--concurrency``, recording into a fresh
    API cache, against the SDK alone sending the requests of measurement 1 (``--cli-rounds 0``:
-   not measured, and the key is ``null``).
+   not measured, and the key is ``null``). Both from a bytecode cache, as an installed package
+   runs (pip compiles one; ``PYTHONPYCACHEPREFIX`` in the scratch directory, filled by an
+   untimed warm-up round): in an environment that sets ``PYTHONDONTWRITEBYTECODE`` a checkout's
+   agentprop would otherwise be compiled from source in every process, while the SDK is not.
 
 8. **The tools3 workload**: measurements 1, 6 and 7 again on a second workload, three tool
    round trips a run (``get_account`` three times, then ``respond``: four model calls) with tool
@@ -747,14 +750,20 @@ def cli_rounds(
     """Wall seconds of ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has
     conversations, recording into a fresh API cache) and of the SDK alone sending the same
     requests, each a fresh process, interleaved ``rounds`` times (the SDK first in every other
-    round)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("CI", None)
+    round), after an untimed warm-up round that fills the bytecode cache both use."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CI", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    # both sides from a bytecode cache, as an installed package runs (see the docstring)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     env["ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"] = "benchmark"
     bodies_path = tmp / f"bodies-{provider}-{project_dir.name}.json"
     bodies_path.write_text(json.dumps(bodies))
     out: dict[str, list[float]] = {"cli": [], "sdk": []}
-    for r in range(rounds):
+    for r in range(-1, rounds) if rounds else ():  # round -1: the warm-up, not timed
         cache = tmp / f"cli-cache-{provider}-{project_dir.name}-{r}.sqlite"
         cli = [
             sys.executable, "-m", "agentprop", "run", str(project_dir),
@@ -776,7 +785,9 @@ def cli_rounds(
         steps = [("cli", cli, "agentprop run"), ("sdk", sdk, "the SDK alone")]
         for key, command, what in steps if r % 2 == 0 else steps[::-1]:
             _clean_heap()
-            out[key].append(_timed_process(command, env, what))
+            elapsed = _timed_process(command, env, what)
+            if r >= 0:
+                out[key].append(elapsed)
     return out
 
 

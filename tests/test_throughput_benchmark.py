@@ -206,3 +206,26 @@ def test_an_unknown_provider_is_a_usage_error(
         throughput.main(["--providers", "anthropic,gemini"])
     assert exit_info.value.code == 2
     assert "unknown gemini" in capsys.readouterr().err
+
+
+def test_the_cli_rounds_run_both_sides_from_a_warmed_bytecode_cache(
+    throughput: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a checkout's agentprop compiled from source in every process (PYTHONDONTWRITEBYTECODE)
+    # against an SDK read from its .pyc files billed agentprop run for compiling itself
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    calls: list[tuple[str, dict[str, str]]] = []
+
+    def fake(command: list[str], env: dict[str, str], what: str) -> float:
+        calls.append((what, env))
+        return 1.0 + len(calls)
+
+    monkeypatch.setattr(throughput, "_timed_process", fake)
+    out = throughput.cli_rounds("openai", "http://127.0.0.1:9/v1", [[{}]], 4, 2, tmp_path)
+    # one untimed warm-up round, then the timed ones
+    assert [w for w, _ in calls].count("agentprop run") == 3 == len(calls) // 2
+    assert len(out["cli"]) == len(out["sdk"]) == 2 and 2.0 not in out["cli"] + out["sdk"]
+    for _, env in calls:
+        assert "PYTHONDONTWRITEBYTECODE" not in env
+        assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
+    assert throughput.cli_rounds("openai", "x", [[{}]], 4, 0, tmp_path) == {"cli": [], "sdk": []}
