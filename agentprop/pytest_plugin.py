@@ -616,6 +616,15 @@ def _start_records(config: pytest.Config, items: list[pytest.Item], shard: Any) 
     if shard is not None:
         from agentprop._pipeline.pytest_merge import pytest_shard_info
 
+        if _opt(config, "--agentprop-fresh"):
+            recorder.close()
+            raise pytest.UsageError(
+                "--agentprop-fresh draws a new seed in every process, so the shards (and their "
+                "pytest-xdist workers) would sample different runs than one session does and "
+                "`agentprop merge` could not merge them; give every shard the same "
+                "--agentprop-seed N instead"
+            )
+
         options = {
             name: _opt(config, f"--agentprop-{name}")
             for name in ("profile", "max-runs", "max-usd", "cache-mode", "shrink-budget")

@@ -397,3 +397,12 @@ def test_records_only_refuses_the_shards_of_a_pytest_session(tmp_path: Path) -> 
     code, out = _merge("--records-only", str(one))
     assert code == 2
     assert "--records-only: the shards are of a pytest session" in out, out
+
+
+def test_a_fresh_seed_per_process_is_refused_for_recorded_shards(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    code, out = _pytest(tmp_path, "-n", "0", "--agentprop-fresh", "--agentprop-shard", "1/2",
+                        "--agentprop-records", "s1")  # fmt: skip
+    assert code == pytest.ExitCode.USAGE_ERROR, out
+    assert "--agentprop-fresh draws a new seed in every process" in out
+    assert "give every shard the same --agentprop-seed N instead" in out
