@@ -136,17 +136,32 @@ import os
 import signal
 import sys
 
+import inspect
+import time
+
 import agentprop._pipeline.run as run
 
-original = getattr(run, sys.argv[1])
+name, times = sys.argv[1].partition("*")[::2]
+original = getattr(run, name)
 
 
-async def pressed(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as this stage of the run starts
+def press():  # Ctrl-C as this stage of the run starts, once or more
+    for _ in range(int(times or 1)):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # each press handled before the next
+
+
+async def pressed_async(*args, **kwargs):
+    press()
     return await original(*args, **kwargs)
 
 
-setattr(run, sys.argv[1], pressed)
+def pressed(*args, **kwargs):
+    press()
+    return original(*args, **kwargs)
+
+
+setattr(run, name, pressed_async if inspect.iscoroutinefunction(original) else pressed)
 from agentprop._cli import main
 
 raise SystemExit(main(sys.argv[2:]))
@@ -191,6 +206,36 @@ def test_ctrl_c_in_any_stage_of_a_run_ends_it_with_the_cases_decided(
     decided = report["metrics"]["extra"]["interrupted"]["cases_decided"]
     assert 0 < decided == len(report["cases"])
     assert f"interrupted: {decided} case(s) decided before it" in done.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_once_the_run_is_decided_keeps_it_and_twice_exits_at_once(
+    tmp_path: Path, presses: int
+) -> None:
+    """Pressed as the table is printed, after the last case was decided: once, the reports are
+    written in full and the run exits 130 saying so (Python's handler threw the run away
+    there); twice, it exits at once."""
+    report_path = tmp_path / "r.json"
+    argv = ["run", str(SUPPORTOPS), "--kinds", "mft", "--corpus", "none", "--runs", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", PRESSES_CTRL_C_AT, f"render_table*{presses}", *argv]
+        + ["--json", str(report_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+    )
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    if presses == 1:
+        report = json.loads(report_path.read_text())
+        assert "interrupted" not in report["metrics"]["extra"] and len(report["cases"]) == 25
+        assert "interrupted: after every case was decided" in done.stdout
+    else:
+        assert not report_path.exists() and done.stderr.strip() == "agentprop: interrupted"
 
 
 # ------------------------------------------------------------- agents that end the process (item 9)

@@ -32,6 +32,7 @@ from agentprop._cli.common import (
     selected_scenarios,
     write_report_outputs,
 )
+from agentprop._cli.ctrl_c import CtrlC
 from agentprop._cli.options import (
     SPEC_HELP,
     agent_parent,
@@ -305,6 +306,14 @@ def check_turn_timeout(seconds: float) -> float:
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
+    ctrl_c = CtrlC()  # from the header line on (agentprop._cli.ctrl_c)
+    try:
+        return _command(args, out, ctrl_c)
+    finally:
+        ctrl_c.restore()
+
+
+def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide import corpus as corpus_module
     from agentprop._decide.memo import TrialMemo
@@ -360,6 +369,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         shard=shard,
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
+    ctrl_c.install()
     print(
         f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) "
         f"with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""),
@@ -386,6 +396,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     memo = TrialMemo()
 
     async def run_all() -> RunReport:
+        ctrl_c.attach()
         try:
             report = await arun_cases(
                 project,
@@ -414,6 +425,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
                         stream=sys.stderr,
                     ),
                 )
+            ctrl_c.detach()  # decided: a press from here on is only remembered
             return report
         finally:
             if model_agent is not None:
@@ -492,7 +504,12 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             f"({recorder.lines} lines)",
             file=out,
         )
-    if interrupted:
+    if ctrl_c.pressed and not interrupted:
+        print(
+            "interrupted: after every case was decided; the reports above hold the whole run",
+            file=out,
+        )
+    if interrupted or ctrl_c.pressed:
         return EXIT_INTERRUPTED
     if getattr(args, "output_failed", False):
         # the results are kept where the message says; the exit code shows the loss
