@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agentprop._util import aio
 
 
@@ -34,3 +36,41 @@ def test_run_sync_returns_the_value_without_formatting_it() -> None:
     value = Loud()
     assert aio.run_sync(give(value)) is value
     assert value.reprs == 0
+
+
+class Pressed(Exception):
+    """Stands for the KeyboardInterrupt of a Ctrl-C, raised in the main thread by a timer."""
+
+
+def test_an_interrupted_run_sync_stops_its_coroutine_before_raising() -> None:
+    """Inside a running loop the coroutine runs in a helper thread: a Ctrl-C in the caller's
+    wait went on up while the coroutine ran on (agent runs, model calls) to its end."""
+    import signal
+    import threading
+
+    seen: list[str] = []
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    def press(signum: int, frame: object) -> None:
+        raise Pressed
+
+    async def caller() -> None:  # sync code under a running loop, as a check in an async test
+        aio.run_sync(forever())
+
+    previous = signal.signal(signal.SIGALRM, press)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(Pressed):
+            asyncio.run(caller())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert started.is_set() and seen == ["cancelled"]

@@ -45,21 +45,51 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """``run(coro)``; inside a running loop, on a fresh loop in a helper thread. An interrupt
+    of the wait (Ctrl-C) cancels the coroutine and is raised once it has stopped (a second one
+    at once: the helper thread, a daemon, then holds up no exit)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return run(coro)
     box: dict[str, Any] = {}
     context = contextvars.copy_context()
+    stop, finished = threading.Event(), threading.Event()
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        running.append((asyncio.get_running_loop(), task))
+        if stop.is_set():
+            coro.close()
+            raise asyncio.CancelledError
+        return await coro
 
     def runner() -> None:
         try:
-            box["value"] = run(coro)
+            box["value"] = run(main())
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
+        finally:
+            finished.set()
 
-    thread = threading.Thread(target=context.run, args=(runner,), name="agentprop-sync")
+    thread = threading.Thread(
+        target=context.run, args=(runner,), name="agentprop-sync", daemon=True
+    )
     thread.start()
+    try:
+        # not thread.join(): on 3.11 a join an exception interrupts marks the thread stopped
+        finished.wait()
+    except BaseException:  # interrupted waiting: stop the coroutine before going on up
+        stop.set()
+        for loop, task in running:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # its loop closed meanwhile: it has stopped
+                pass
+        finished.wait()
+        raise
     thread.join()
     if "error" in box:
         raise box["error"]
