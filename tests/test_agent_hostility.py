@@ -238,6 +238,51 @@ def test_ctrl_c_once_the_run_is_decided_keeps_it_and_twice_exits_at_once(
         assert not report_path.exists() and done.stderr.strip() == "agentprop: interrupted"
 
 
+CHECKS = """
+from pathlib import Path
+
+import pytest
+
+import agentprop
+
+HERE = Path(__file__).parent
+project = agentprop.load_project(HERE)
+AGENT = agentprop.load_agent("interrupting:Interrupting", HERE, "")
+
+
+@pytest.mark.parametrize(
+    "case", ["END_REFUSE_PII<-N1_INTENT", "END_CANCELLED<-N7_CANCEL", "END_REFUSE_AUTH<-N2_AUTH"]
+)
+def test_check(case):
+    agentprop.check(project, project.scenario(case), AGENT)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+def test_ctrl_c_in_a_pytest_session_keeps_the_checks_decided_before_it(tmp_path: Path) -> None:
+    """pytest handles the KeyboardInterrupt (exit 2): the agentprop summary and the
+    --agentprop-json record still hold the checks decided before it (the agent presses Ctrl-C
+    at its 70th turn, in the second check: the first takes fewer runs of one turn)."""
+    project = project_with(tmp_path, "interrupting", INTERRUPTING.replace("== 40", "== 70"))
+    (project / "test_checks.py").write_text(CHECKS)
+    record = tmp_path / "session.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["test_checks.py", "--agentprop-json", str(record), "--agentprop-fresh"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        cwd=project,
+        preexec_fn=_default_sigint,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr  # pytest's "interrupted"
+    assert "KeyboardInterrupt" in done.stdout and "1 passed" in done.stdout
+    checks = json.loads(record.read_text())["checks"]
+    assert [c["verdict"] for c in checks] == ["PASS"] and 0 < checks[0]["runs"] < 70
+    assert "= agentprop =" in done.stdout and "1 checks, 1 passed" in done.stdout
+
+
 # ------------------------------------------------------------- agents that end the process (item 9)
 
 HOSTILE = """
