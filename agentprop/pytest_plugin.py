@@ -98,9 +98,10 @@ the shared store."""
 _STORE_RUN_KEY = pytest.StashKey[str]()
 _RECORDS_KEY = pytest.StashKey[contextlib.ExitStack]()
 """Closes this process's ``--agentprop-records`` recorder (and leaves its recording scope)."""
-_UNSEEDED_KEY = pytest.StashKey[list[str]]()
-"""The Hypothesis tests of a recorded session whose examples come from Hypothesis's
-process-wide random (so a shard cannot draw what the unsharded session draws)."""
+_DRAWS_KEY = pytest.StashKey[dict[str, list[str]]]()
+"""The Hypothesis tests of a recorded session whose examples depend on more than the test:
+``unseeded`` (Hypothesis's process-wide random: a shard cannot draw what the unsharded session
+draws) and ``database`` (saved examples replayed first: a shard replays its own database's)."""
 _RANKS_KEY = pytest.StashKey[dict[str, int]]()
 """The place in the collection of each test that found a bug (pytest-xdist: sent by the
 workers), so the controller keeps the shrink an unsharded session makes."""
@@ -453,7 +454,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         exported["ranks"] = {
             item.nodeid: i for i, item in enumerate(session.items) if item.nodeid in found
         }
-        exported["unseeded"] = session.config.stash.get(_UNSEEDED_KEY, [])
+        exported["draws"] = session.config.stash.get(_DRAWS_KEY, {})
         workeroutput["agentprop"] = json.dumps(exported)
     path = _opt(session.config, "--agentprop-json")
     if workeroutput is None and path:  # the controller (or a run without workers): the whole run's
@@ -465,8 +466,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         data = _session_data(session.config)
         data["exitstatus"] = int(session.exitstatus)
-        unseeded: list[str] = session.config.stash.get(_UNSEEDED_KEY, [])
-        data["unseeded_hypothesis"] = sorted(set(unseeded))
+        draws: dict[str, list[str]] = session.config.stash.get(_DRAWS_KEY, {})
+        data["unseeded_hypothesis"] = sorted(set(draws.get("unseeded", [])))
+        data["hypothesis_database"] = sorted(set(draws.get("database", [])))
         write_atomic(Path(where) / REPORT_FILE, json.dumps(data, indent=2) + "\n")
 
 
@@ -525,7 +527,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         got = json.loads(data)
         ranks = node.config.stash.setdefault(_RANKS_KEY, {})
         ranks.update(got.get("ranks", {}))
-        node.config.stash.setdefault(_UNSEEDED_KEY, []).extend(got.get("unseeded", []))
+        draws = node.config.stash.setdefault(_DRAWS_KEY, {})
+        for kind, tests in got.get("draws", {}).items():
+            draws.setdefault(kind, []).extend(tests)
         _session(node.config).merge(got, rank=lambda test: ranks.get(test, len(ranks)))
 
 
@@ -714,8 +718,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None
                 overrides[key] = kw[key]
         if kw.get("n") is not None:
             overrides["runs"] = kw["n"]
-    if _opt(item.config, "--agentprop-records") and _unseeded(item):
-        item.config.stash.setdefault(_UNSEEDED_KEY, []).append(item.nodeid)
+    drawn = _draws(item) if _opt(item.config, "--agentprop-records") else None
+    if drawn is not None:
+        item.config.stash.setdefault(_DRAWS_KEY, {}).setdefault(drawn, []).append(item.nodeid)
     with settings_scope(item.nodeid, **overrides):
         outcome = yield
         # shrinking is part of the test call: its runs are the test's, in the test's settings
@@ -726,21 +731,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None
                 item.stash[_SHRUNK_KEY] = text
 
 
-def _unseeded(item: pytest.Item) -> bool:
-    """Whether ``item`` is a Hypothesis test drawing from Hypothesis's process-wide random:
-    neither ``@seed``, ``settings(derandomize=True)`` nor ``--hypothesis-seed``, so what it draws
-    depends on the tests that ran before it in its process."""
+def _draws(item: pytest.Item) -> str | None:
+    """What ``item``'s examples depend on beyond the test, if it is a Hypothesis test:
+    ``unseeded`` when it draws from Hypothesis's process-wide random (no ``@seed``,
+    ``settings(derandomize=True)`` or ``--hypothesis-seed``: what it draws depends on the tests
+    that ran before it in its process), else ``database`` when it replays the examples its
+    database saved first; ``None`` when neither."""
     test = getattr(item, "obj", None)
     if not getattr(test, "is_hypothesis_test", False):
-        return False
+        return None
     from hypothesis import core
 
     chosen = getattr(test, "_hypothesis_internal_use_settings", None)
-    return (
+    if (
         getattr(test, "_hypothesis_internal_use_seed", None) is None
         and not getattr(chosen, "derandomize", False)
         and core.global_force_seed is None
-    )
+    ):
+        return "unseeded"
+    return "database" if getattr(chosen, "database", None) is not None else None
 
 
 def _shrink(item: pytest.Item, exc: AgentPropertyViolation) -> str | None:

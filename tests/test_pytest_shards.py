@@ -98,7 +98,7 @@ IDS = [s.id for s in project.scenarios()][:4]
 CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
 
 
-@settings(max_examples=2, database=None, deadline=None)
+@settings(max_examples=2, deadline=None)  # Hypothesis's example database on
 @given(st.sampled_from(IDS))
 def test_drawn(sid):
     agentprop.check(project, sid, CLEAN, settings=agentprop.settings(mode="fixed", runs=2))
@@ -210,6 +210,10 @@ def test_an_unseeded_hypothesis_test_is_refused_by_the_merge(tmp_path: Path) -> 
     assert "--hypothesis-seed N" in out
     code, out = _merge(str(tmp_path / "s2"))
     assert code == 0, out
+    # ... and its shard's record says it replays its database's examples first
+    report = json.loads((tmp_path / "s2" / REPORT_FILE).read_text())
+    assert report["hypothesis_database"] == ["test_drawn.py::test_drawn"]
+    assert report["unseeded_hypothesis"] == []
 
 
 def test_pytest_and_agentprop_run_shards_are_not_merged_together(tmp_path: Path) -> None:
@@ -406,3 +410,14 @@ def test_a_fresh_seed_per_process_is_refused_for_recorded_shards(tmp_path: Path)
     assert code == pytest.ExitCode.USAGE_ERROR, out
     assert "--agentprop-fresh draws a new seed in every process" in out
     assert "give every shard the same --agentprop-seed N instead" in out
+
+
+def test_a_test_replaying_hypothesis_database_is_named_by_the_merge(tmp_path: Path) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0}, hypothesis_database=["t.py::test_a"])
+    two = _shard(tmp_path, 2, {"t.py::test_b": 1.0}, hypothesis_database=["t.py::test_x"])
+    (problem,) = _merged(one, two).data["merge"]["problems"]  # test_x made no check: not named
+    assert problem.startswith(
+        "shard 1/2: t.py::test_a replay(s) the examples Hypothesis's database saved"
+    )
+    code, out = _merge(str(one), str(two))
+    assert code == 0 and "note: shard 1/2: t.py::test_a replay(s)" in out, out

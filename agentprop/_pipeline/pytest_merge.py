@@ -271,6 +271,17 @@ def merge_pytest_shards(infos: dict[int, tuple[ShardInfo, Path]]) -> PytestMerge
             "committed corpus)"
             for b in saved
         ]
+    for shard in shards:
+        checked = {test for test, _, _ in shard.checks}
+        replayed = [t for t in shard.report.get("hypothesis_database", []) if t in checked]
+        if replayed and len(shards) > 1:
+            data["merge"].setdefault("problems", []).append(
+                f"shard {shard.info.index}/{shard.info.count}: {', '.join(replayed)} replay(s) "
+                "the examples Hypothesis's database saved before drawing new ones, and each "
+                "shard replays its own database's: their checks equal the unsharded session's "
+                "only when every shard's database held what the unsharded session's held (a "
+                "fresh checkout holds none; settings(database=None) replays nothing)"
+            )
     failed = any(s.report.get("exitstatus") == 1 for s in shards)
     return PytestMerge(data, failed, again, from_reports)
 
