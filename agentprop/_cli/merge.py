@@ -26,19 +26,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     merge = sub.add_parser(
         "merge",
         help="merge the shards of one run (run --shard i/N --records DIR) into the run's report, "
-        "deciding every case again from its trials",
+        "or of one pytest session (--agentprop-shard i/N --agentprop-records DIR) into its "
+        "--agentprop-json record, deciding every case or check again from its trials",
     )
     merge.add_argument(
         "records",
         nargs="+",
         metavar="RECORDS_DIR",
-        help="the --records directory of each shard (all N of them)",
+        help="the --records (pytest: --agentprop-records) directory of each shard (all N of them)",
     )
     merge.add_argument(
         "--json",
         dest="json_path",
         metavar="PATH",
-        help="write the merged report (schema agentprop.run/1) to PATH",
+        help="write the merged report (schema agentprop.run/1; of pytest shards, the session's "
+        "record, agentprop.pytest/1) to PATH",
     )
     merge.add_argument(
         "--html", dest="html_path", metavar="PATH", help="write the HTML report to PATH"
