@@ -74,3 +74,38 @@ def test_an_interrupted_run_sync_stops_its_coroutine_before_raising() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert started.is_set() and seen == ["cancelled"]
+
+
+def test_a_cancelled_wait_for_a_daemon_thread_holds_up_no_shutdown() -> None:
+    """A run's shrink ran in asyncio.to_thread: after a Ctrl-C, asyncio.run's shutdown waited
+    for the executor's thread, so for every run of the shrink's budget."""
+    import threading
+
+    release, started, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def work() -> None:
+        started.set()
+        release.wait(timeout=10)
+        finished.set()
+
+    async def interrupted() -> None:
+        waiting = asyncio.ensure_future(aio.to_daemon_thread(work))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    try:
+        asyncio.run(interrupted())
+        assert not finished.is_set()  # asyncio.run returned with the work still running
+    finally:
+        release.set()
+
+
+def test_to_daemon_thread_returns_the_value_or_raises_the_error() -> None:
+    def fails() -> None:
+        raise ValueError("boom")
+
+    assert asyncio.run(aio.to_daemon_thread(lambda: 42)) == 42
+    with pytest.raises(ValueError, match="boom"):
+        asyncio.run(aio.to_daemon_thread(fails))

@@ -412,17 +412,20 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
                 # failing cases shrink to minimal reproducers, saved to the corpus
                 await _unless_interrupted(
                     report,
-                    asyncio.to_thread(
-                        shrink_failures,
-                        project,
-                        agent,
-                        report,
-                        budget=args.shrink_budget,
-                        corpus=corpus,
-                        session_budget=budget,
-                        memo=memo,
-                        seed=args.seed,
-                        stream=sys.stderr,
+                    # a daemon thread: a Ctrl-C does not wait for the shrink's every run
+                    aio.to_daemon_thread(
+                        lambda: shrink_failures(
+                            project,
+                            agent,
+                            report,
+                            budget=args.shrink_budget,
+                            corpus=corpus,
+                            session_budget=budget,
+                            memo=memo,
+                            seed=args.seed,
+                            stream=sys.stderr,
+                        ),
+                        "agentprop-shrink",
                     ),
                 )
             ctrl_c.detach()  # decided: a press from here on is only remembered

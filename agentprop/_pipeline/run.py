@@ -101,6 +101,7 @@ from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario
 from agentprop._spec.paths import loop_branches
 from agentprop._stats import zero_failure_runs
+from agentprop._util import aio
 from agentprop._version import __version__
 from agentprop.errors import InfrastructureError, InvalidArgument
 
@@ -385,16 +386,19 @@ async def arun_cases(
                     "shrinking the confirmed failures before deepening the rest"
                 )
                 try:
-                    await asyncio.to_thread(
-                        shrink_failures,
-                        project,
-                        agent,
-                        confirmed,
-                        budget=settings.shrink_budget,
-                        corpus=None,
-                        session_budget=budget,
-                        memo=memo,
-                        seed=settings.seed,
+                    # a daemon thread: a Ctrl-C does not wait for the shrink's every run
+                    await aio.to_daemon_thread(
+                        lambda: shrink_failures(
+                            project,
+                            agent,
+                            confirmed,
+                            budget=settings.shrink_budget,
+                            corpus=None,
+                            session_budget=budget,
+                            memo=memo,
+                            seed=settings.seed,
+                        ),
+                        "agentprop-shrink",
                     )
                 except asyncio.CancelledError:
                     if not settings.keep_partial:

@@ -97,6 +97,39 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return value
 
 
+async def to_daemon_thread(fn: Callable[[], R], name: str = "agentprop-work") -> R:
+    """``await asyncio.to_thread(fn)``, on a daemon thread of its own (in a copy of this
+    context): when the wait is cancelled (Ctrl-C), ``fn`` is left to run on, and neither the
+    loop's shutdown nor the interpreter's exit waits for it, as both wait for ``to_thread``'s
+    executor (for a shrink, every run of its budget)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[R] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def job() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = fn()
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+            pass
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(job,), name=name, daemon=True).start()
+    return await done
+
+
 def run_serving(
     core: Callable[[Callable[[A], Awaitable[R]]], Coroutine[Any, Any, T]], fn: Callable[[A], R]
 ) -> T:
