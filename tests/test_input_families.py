@@ -92,6 +92,28 @@ def test_a_correction_is_dealt_where_a_value_has_a_digit_and_read_as_corrected()
     assert as_corrected("Cancel O-2001. Actually, I meant: Cancel O-1001.") == "Cancel O-1001."
 
 
+def test_a_correction_with_a_slip_in_its_repair_words_is_still_read_as_corrected() -> None:
+    # an explored supportops input: "Srory, I mean:" was not read as a repair, and the correct
+    # reference agent went on with the order id the user had taken back
+    import re
+
+    from agentprop.testing import as_corrected
+
+    text = "Cancel order O-1001, last4 4242."
+    slipped = 0
+    for choice in range(4):
+        out = apply_family(text, "correction", choice, "request", "en", ["O-1001", "4242"])
+        repair = out[: out.rindex(text)]
+        for m in re.finditer(r"[A-Za-z]{4,}", repair):
+            word, i = m.group(), m.start()
+            for slip in (word[1] + word[0] + word[2:], word[0] + word[2:], word[:2] + word[1:]):
+                assert as_corrected(out[:i] + slip + out[m.end() :]) == text, (out, slip)
+                slipped += 1
+    assert slipped >= 12
+    assert as_corrected("Cancel O-2001. Sorry, I maen: Cancel O-1001.") == "Cancel O-1001."
+    assert as_corrected("I men it: cancel O-1001.") == "I men it: cancel O-1001."  # no repair
+
+
 def test_a_chinese_turn_in_traditional_characters_keeps_its_values_and_reads_back() -> None:
     from agentprop.testing import as_simplified
 

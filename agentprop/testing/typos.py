@@ -54,13 +54,49 @@ _REPAIR = re.compile(
 )
 
 
+_REPAIR_WORDS = ("sorry", "mean", "meant", "actually", "correction", "wait", "should")
+"""The words a self-repair is made of, each read through one slip ("Srory, I mean:")."""
+
+
+def _repair_words_read(text: str) -> tuple[str, list[int]]:
+    """``text`` with each word one slip from one of :data:`_REPAIR_WORDS` (and not one of them)
+    read as that word, and for each position of the result (and its end) the position of
+    ``text`` it comes from. Only a whole repair phrase counts (:data:`_REPAIR`), so a word read
+    this way outside one changes nothing."""
+    out: list[str] = []
+    where: list[int] = []
+    done = 0
+    for m in _WORD.finditer(text):
+        low = m.group().lower()
+        near = [
+            w
+            for w in _REPAIR_WORDS
+            if len(low) >= 3
+            and low not in _REPAIR_WORDS
+            and DamerauLevenshtein.distance(low, w) <= 1
+        ]
+        if not near:
+            continue
+        out.append(text[done : m.start()])
+        where.extend(range(done, m.start()))
+        word = _match_case(m.group(), near[0])
+        out.append(word)
+        where.extend(m.start() + min(j, len(low) - 1) for j in range(len(word)))
+        done = m.end()
+    out.append(text[done:])
+    where.extend(range(done, len(text) + 1))
+    return "".join(out), where
+
+
 def as_corrected(text: str) -> str:
     """``text`` as its writer corrected it: what follows its last self-repair ("Sorry, I mean:",
-    "no wait, that's wrong. It should be:", "不对，我说错了，是：") when something does, else
-    ``text``. A person reads the value after the repair, not the one it takes back."""
-    parts = _REPAIR.split(text)
-    last = parts[-1].strip()
-    return last if len(parts) > 1 and last else text
+    "no wait, that's wrong. It should be:", "不对，我说错了，是：", a slip in one of its words
+    read through: "Srory, I mean:") when something does, else ``text``. A person reads the value
+    after the repair, not the one it takes back."""
+    read, where = _repair_words_read(text)
+    repairs = list(_REPAIR.finditer(read))
+    last = text[where[repairs[-1].end()] :].strip() if repairs else ""
+    return last or text
 
 
 def as_simplified(text: str) -> str:
