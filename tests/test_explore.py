@@ -631,7 +631,8 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output(supportops_project: 
         supportops_project.base_dir,
         {"skip_auth_impatient": 1.0},
     )
-    settings = RunSettings(kinds=("explore",), seed=1, explore=4)
+    # a seed whose four inputs hit the fault (the draws follow the free world fields)
+    settings = RunSettings(kinds=("explore",), seed=0, explore=4)
     report = asyncio.run(
         arun_cases(
             supportops_project,
@@ -641,7 +642,7 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output(supportops_project: 
             memo=TrialMemo(),
         )
     )
-    shrink_failures(supportops_project, agent, report, budget=60, corpus=None, seed=1)
+    shrink_failures(supportops_project, agent, report, budget=60, corpus=None, seed=0)
     bug = next(b for b in report.bugs if b.shrink_runs)
     assert (
         bug.minimal

@@ -44,6 +44,7 @@ from agentprop._spec.bindings import Bindings, language_of, parse_field_path, sc
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._spec.relations import format_field_path, resolve, world_relations
 from agentprop._util.bulk import BulkModel
 from agentprop._util.hanzi import to_simplified
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
@@ -71,6 +72,7 @@ __all__ = [
     "ChoiceSpace",
     "ChoiceUnit",
     "Choices",
+    "DroppedValue",
     "EntityChoice",
     "SPELLING_FORMS",
     "TurnChoice",
@@ -83,6 +85,7 @@ __all__ = [
     "fact_tokens",
     "first_turn_facts",
     "free_world_fields",
+    "world_fields",
     "keep_only",
     "is_person_name",
     "language_of",
@@ -379,6 +382,20 @@ class FreeField:
     candidates: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class DroppedValue:
+    """A value a free field is never set to, and why: it would contradict a related field of
+    the world (:mod:`agentprop._spec.relations`)."""
+
+    tool: str
+    field: str
+    value: Any
+    because: str
+
+    def describe(self) -> str:
+        return f"{self.tool}.{self.field}={json.dumps(self.value)} ({self.because})"
+
+
 def _walk(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(value, Mapping):
         out: list[tuple[str, Any]] = []
@@ -490,11 +507,20 @@ def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
-    """The tool-output fields of ``scenario``'s world that exploration may set to other values:
-    scalar fields of the bindings' world that no variable binding sets (nor a field around or
-    inside them), that hold no PII, slot value or context value, whose tool has no handler, and
-    whose name the spec's decision tree, policies and assumptions never use (a field the spec
-    reads, like a receipt's ``total``, decides the path even when no binding sets it)."""
+    """The free world fields of ``scenario`` (:func:`world_fields`)."""
+    return world_fields(project, scenario)[0]
+
+
+def world_fields(
+    project: Project, scenario: Scenario
+) -> tuple[list[FreeField], list[DroppedValue]]:
+    """``(free, dropped)``: the tool-output fields of ``scenario``'s world that exploration
+    may set to other values: scalar fields of the bindings' world that no variable binding
+    sets (nor a field around or inside them), that hold no PII, slot value or context value,
+    whose tool has no handler, and whose name the spec's decision tree, policies and
+    assumptions never use (a field the spec reads, like a receipt's ``total``, decides the
+    path even when no binding sets it), with the values that keep the world consistent; and
+    the values left out because they would not."""
     b = project.bindings
     fixed, written = _fixed_paths(b)
     words = _spec_words(project)
@@ -527,7 +553,74 @@ def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
             candidates = _other_values(value, schema)
             if candidates:
                 out.append(FreeField(tool, path, value, candidates))
-    return out
+    return _consistent(b, scenario, out)
+
+
+def _consistent(
+    bindings: Bindings, scenario: Scenario, fields: list[FreeField]
+) -> tuple[list[FreeField], list[DroppedValue]]:
+    """``fields`` with the values that would contradict the world left out (and kept in their
+    ``dropped``): a value whose related fields cannot be re-derived (one the path fixes or the
+    spec reads, a count, a total set alone), or a date moved across today or past another."""
+    relations = world_relations(bindings)
+    if not relations.relations and not any(
+        isinstance(c, str) and _DATE.match(c) for f in fields for c in f.candidates
+    ):
+        return fields, []
+    world = scenario.world.overrides
+    before = set(relations.contradictions(world))
+    free = {(f.tool, tuple(parse_field_path(f.field))) for f in fields}
+    resolved = {t: resolve(v) for t, v in world.items()}
+    out: list[FreeField] = []
+    dropped: list[DroppedValue] = []
+    for f in fields:
+        at = (f.tool, tuple(parse_field_path(f.field)))
+        keep: list[Any] = []
+        for value in f.candidates:
+            varied = copy.deepcopy(world)
+            varied.setdefault(f.tool, {})[f.field] = value
+            derived = relations.reconcile(varied, {at})
+            moved = [
+                (t, p)
+                for t, fields_ in derived.items()
+                for p, v in _leaves_of(resolve(fields_))
+                if (t, p) != at and _leaf(resolved.get(t), p) != v
+            ]
+            fixed = [f"{t}.{format_field_path(p)}" for t, p in moved if (t, p) not in free]
+            if fixed:
+                why = f"{', '.join(fixed)} follows from it and is not free"
+                dropped.append(DroppedValue(f.tool, f.field, value, why))
+                continue
+            wrong = [c for c in relations.contradictions(derived) if c not in before]
+            if wrong:
+                dropped.append(DroppedValue(f.tool, f.field, value, wrong[0]))
+                continue
+            keep.append(value)
+        if keep:
+            out.append(dataclasses.replace(f, candidates=tuple(keep)))
+    return out, dropped
+
+
+def _leaves_of(
+    value: Any, prefix: tuple[str | int, ...] = ()
+) -> list[tuple[tuple[str | int, ...], Any]]:
+    if isinstance(value, Mapping):
+        return [x for k, v in value.items() for x in _leaves_of(v, (*prefix, str(k)))]
+    if isinstance(value, list):
+        return [x for i, v in enumerate(value) for x in _leaves_of(v, (*prefix, i))]
+    return [(prefix, value)]
+
+
+_MISSING = object()
+
+
+def _leaf(value: Any, path: tuple[str | int, ...]) -> Any:
+    try:
+        for part in path:
+            value = value[part]
+    except (KeyError, IndexError, TypeError):
+        return _MISSING
+    return value
 
 
 # ----------------------------------------------------------------------------- the space
@@ -942,7 +1035,7 @@ class ChoiceSpace:
             [self._turn_space(v, i, src) for i, src in enumerate(srcs)]
             for v, srcs in zip(self.variants, self.sources)
         ]
-        self.fields = free_world_fields(project, scenario)
+        self.fields, self.dropped_world = world_fields(project, scenario)
         self.spec_words = spec_vocabulary(project.spec)
 
     def _turn_space(self, variant: Scenario, i: int, source: TemplateSource | None) -> _TurnSpace:
@@ -1025,6 +1118,10 @@ class ChoiceSpace:
                         "path fixes it, or the spec names it"
                     )
                 overrides.setdefault(w.tool, {})[w.field] = w.value
+            # the fields that follow from a varied one follow it (world_fields tried that)
+            overrides = world_relations(self.project.bindings).reconcile(
+                overrides, {(w.tool, tuple(parse_field_path(w.field))) for w in choices.world}
+            )
             update["world"] = base.world.model_copy(update={"overrides": overrides})
         return base.model_copy(update=update)
 

@@ -27,10 +27,17 @@ from agentprop._scenario.solver import (
     solve,
 )
 from agentprop._scenario.world import Failure, World
-from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots, node_tools
+from agentprop._spec.bindings import (
+    Bindings,
+    VariableBinding,
+    fill_slots,
+    node_tools,
+    parse_field_path,
+)
 from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.model import Spec, leaf_set, spec_memo
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._spec.relations import FieldPath, world_relations
 from agentprop._spec.requirements import anchor_overlap
 from agentprop._spec.retries import tree_retries
 from agentprop._spec.when import (
@@ -187,6 +194,13 @@ def _decision_for(name: str, spec: Spec) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def _path_of(field: str) -> FieldPath:
+    try:
+        return tuple(parse_field_path(field))
+    except ValueError:
+        return (field,)
+
+
 def build_scenario(
     spec: Spec,
     bindings: Bindings,
@@ -206,6 +220,7 @@ def build_scenario(
     slots = dict(bindings.slots)
     withheld: set[str] = set()
     overrides: dict[str, dict[str, Any]] = {t: dict(v) for t, v in bindings.world.items()}
+    changed: set[tuple[str, FieldPath]] = set()
     failures: list[dict[str, Any]] = [dict(f) for f in extra_failures or []]
     templates: list[str] = list(bindings.utterances)
     primary: str | None = None
@@ -248,6 +263,7 @@ def build_scenario(
                     ) from None
                 for f, v in effect.set.items():
                     overrides.setdefault(w.tool, {})[f] = v
+                    changed.add((w.tool, _path_of(f)))
                 if effect.failure is not None:
                     calls = effect.calls
                     if instance_name(name) in env:
@@ -256,6 +272,7 @@ def build_scenario(
                     failures.append({"tool": w.tool, "mode": effect.failure, "calls": calls})
             elif w.field is not None:
                 overrides.setdefault(w.tool, {})[w.field] = value
+                changed.add((w.tool, _path_of(w.field)))
     if path.missing is not None:
         withheld |= set(path.missing.fields)
     if not templates:
@@ -279,6 +296,9 @@ def build_scenario(
             f"{', '.join(sorted(withheld))}; wrap those slots in [ ... ] optional segments"
         )
     overrides = {tool: fill_slots(fields, slots) for tool, fields in overrides.items()}
+    if changed:
+        # a field the path sets re-derives the fields related to it (a date from its days)
+        overrides = world_relations(bindings).reconcile(overrides, changed)
 
     # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
     # (on a loop path, so does a second instance of an utterance or follow-up variable)

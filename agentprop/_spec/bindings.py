@@ -292,6 +292,34 @@ class ChannelBinding(_Strict):
         }
 
 
+class RelationBinding(_Strict):
+    """How one tool-output field relates to the others (the ``relations:`` section, tool ->
+    field -> this): it follows from a date (``days_since``/``days_until: FIELD``), a list
+    (``total_of: LIST[].FIELD``, ``count_of: LIST``), is ``independent`` of every field (no
+    relation is detected for it), or is a date that may move to either side of today
+    (``crosses_today``). Relations that hold on the bound world are found without this
+    (:mod:`agentprop._spec.relations`); declare one that detection cannot see, or rule one out."""
+
+    days_since: str | None = None
+    days_until: str | None = None
+    total_of: str | None = None
+    count_of: str | None = None
+    independent: bool = False
+    crosses_today: bool = False
+
+    @model_validator(mode="after")
+    def _one_relation(self) -> RelationBinding:
+        kinds = [
+            k for k in ("days_since", "days_until", "total_of", "count_of") if getattr(self, k)
+        ]
+        if len(kinds) > 1 or (kinds and self.independent):
+            raise ValueError(
+                f"a field follows from one relation at most, and an independent field from "
+                f"none; got {', '.join(kinds + ['independent'] * self.independent)}: keep one"
+            )
+        return self
+
+
 class Bindings(_Strict):
     """A validated bindings file. Load one with :func:`load_bindings`."""
 
@@ -326,6 +354,9 @@ class Bindings(_Strict):
     """The judge model of the spec's rubrics (:class:`JudgeBinding`)."""
     channel: ChannelBinding = Field(default_factory=ChannelBinding)
     """What the input channel guarantees (:class:`ChannelBinding`; default: nothing)."""
+    relations: dict[str, dict[str, RelationBinding]] = Field(default_factory=dict)
+    """Tool -> output field -> how it relates to the other fields (:class:`RelationBinding`):
+    a world variation keeps related fields consistent (:mod:`agentprop._spec.relations`)."""
 
     @field_validator("agent")
     @classmethod
@@ -343,6 +374,7 @@ class Bindings(_Strict):
     _src: YamlSource | None = PrivateAttr(default=None)
     _warnings: list[str] = PrivateAttr(default_factory=list)
     _base_outputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _relations: Any = PrivateAttr(default=None)
     """Each tool's output in the base world (``world:``), computed once (the happy path)."""
 
     @property
