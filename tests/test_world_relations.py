@@ -4,6 +4,8 @@ past today; and the bundled and zoo worlds never give a contradictory world."""
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import shutil
 from datetime import date
@@ -236,3 +238,33 @@ def test_the_adjudicators_dates_keep_their_days(
             assert date.fromisoformat(str(d)) <= today
             assert n == (today - date.fromisoformat(str(d))).days, (scenario.id, out)
 
+
+def test_a_run_counts_the_world_values_it_left_out_and_never_tries_them(tmp_path: Path) -> None:
+    from agentprop._cli import main
+
+    project = _project(tmp_path)
+    out, report = io.StringIO(), tmp_path / "report.json"
+    args = ["run", str(tmp_path), "--corpus", "none", "--seed", "0", "--explore-seed", "0"]
+    code = main([*args, "--explore", "6", "--json", str(report)], out=out, err=io.StringIO())
+    printed = out.getvalue().splitlines()
+    assert code == 0, printed
+    left_out = {
+        (d.tool, d.field, json.dumps(d.value))
+        for s in project.scenarios()
+        for d in ChoiceSpace(project, s).dropped_world
+    }
+    distinct = {f"{t}.{f}={v}" for t, f, v in left_out}
+    [line] = [p for p in printed if p.startswith("not tried (world values")]
+    assert line.startswith(
+        "not tried (world values that would contradict a related field): "
+        f"{len(distinct)} value(s) of "
+    )
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["metrics"]["extra"]["world_not_tried"]["values"] == len(distinct)
+    tried = [
+        (w["tool"], w["field"], json.dumps(w["value"]))
+        for c in data["cases"]
+        if c.get("kind") == "EXPLORE"
+        for w in (c.get("details") or {}).get("choices", {}).get("world", [])
+    ]
+    assert tried and not set(tried) & left_out  # world values were tried, none left out

@@ -15,7 +15,7 @@ import functools
 import json
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,6 +178,43 @@ def channel_lines(summary: dict[str, Any]) -> list[str]:
     return [
         "not tried (the bindings' channel: guarantees): "
         + "; ".join(f"{e['families']} ({e['because']})" for e in summary["not_tried"])
+    ]
+
+
+def world_not_tried(spaces: Iterable[ChoiceSpace]) -> dict[str, Any]:
+    """The report's ``extra.world_not_tried``: the world values exploration never set because
+    each would contradict a related field of the world (:mod:`agentprop._spec.relations`):
+    how many distinct values, of how many fields, on how many paths, with a few examples
+    (empty: none was left out)."""
+    because: dict[str, str] = {}
+    fields: set[str] = set()
+    paths: set[str] = set()
+    for space in spaces:
+        for d in space.dropped_world:
+            because.setdefault(f"{d.tool}.{d.field}={json.dumps(d.value)}", d.because)
+            fields.add(f"{d.tool}.{d.field}")
+            paths.add(space.scenario.id)
+    if not because:
+        return {}
+    return {
+        "values": len(because),
+        "fields": len(fields),
+        "paths": len(paths),
+        "examples": [{"value": k, "because": v} for k, v in list(because.items())[:3]],
+    }
+
+
+def world_not_tried_lines(summary: dict[str, Any]) -> list[str]:
+    """The terminal summary's line for ``summary`` (:func:`world_not_tried`): a world variation
+    left out is never counted as tried, and never left out silently."""
+    if not summary:
+        return []
+    first = summary["examples"][0]
+    return [
+        f"not tried (world values that would contradict a related field): "
+        f"{summary['values']} value(s) of {summary['fields']} field(s) on {summary['paths']} "
+        f"path(s), e.g. {first['value']} ({first['because']}); all in the JSON report's "
+        "extra.world_not_tried"
     ]
 
 

@@ -70,6 +70,8 @@ from agentprop._pipeline.explore import (
     exploration_lines,
     exploration_summary,
     explore_cases,
+    world_not_tried,
+    world_not_tried_lines,
 )
 from agentprop._pipeline.kinds import (
     SAFETY_CONTRACTS,
@@ -916,6 +918,17 @@ async def _arun_cases(
             **(
                 {"channel": channel}
                 if (channel := channel_summary(project.bindings.channel))
+                else {}
+            ),
+            **(
+                {"world_not_tried": left_out}
+                if (
+                    left_out := world_not_tried(
+                        {
+                            id(e.space): e.space for e in explored_inputs if e.kind == "EXPLORE"
+                        }.values()
+                    )
+                )
                 else {}
             ),
         },
@@ -1771,6 +1784,7 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
     m = report.metrics
     lines.extend(exploration_lines(m.extra.get("exploration") or {}))
     lines.extend(channel_lines(m.extra.get("channel") or {}))
+    lines.extend(world_not_tried_lines(m.extra.get("world_not_tried") or {}))
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     coverage = m.extra.get("coverage") or {}
     caps = coverage.get("capabilities") or {}
