@@ -280,6 +280,37 @@ def test_the_users_turns_and_the_context_ground_too() -> None:
     assert response_grounded(t, "user_message", ["ids"], extra_sources=["E-2041"]).passed
 
 
+@pytest.mark.parametrize(
+    "user",
+    [
+        "Is policy HP-483913 covered? No wait, that's wrong. It should be: policy HP-482913.",
+        "请问我的保单 HP-483913保不保漏水，不对，我说错了，是：请问我的保单 HP-482913保不保漏水",
+    ],
+)
+def test_a_value_the_user_withdrew_grounds_nothing_and_the_failure_says_so(user: str) -> None:
+    """A blind adjudicator found "no tool output or user turn supports" for an id the user had
+    stated, then corrected: the id is in the turn, taken back. It grounds nothing (an English
+    turn grounded it: the check passed an agent that used the withdrawn id), and the failure
+    says what is true."""
+    from agentprop._judge.grounded import response_grounded
+
+    policy = {"policy_id": "HP-482913"}
+    wrong = _trace(policy, "user_message", "Policy HP-483913 covers leaks.", user=user)
+    v = response_grounded(wrong, "user_message", ["ids"])
+    assert not v.passed
+    assert "states 'HP-483913' (an id), which the user stated in turn 1 but withdrew in a " in (
+        v.explanation
+    )
+    assert "no tool output or user turn supports" not in v.explanation
+    right = _trace(policy, "user_message", "Policy HP-482913 covers leaks.", user=user)
+    assert response_grounded(right, "user_message", ["ids"]).passed
+    # (an id is a whole token: one written against a Chinese character is not read as stated)
+    no_tool = _trace(
+        {}, "user_message", "Noted: policy HP-482913.", user=user.replace("保不保", " 保不保")
+    )
+    assert response_grounded(no_tool, "user_message", ["ids"]).passed  # the kept value grounds
+
+
 def test_a_failed_call_grounds_by_its_error() -> None:
     from agentprop._judge.grounded import response_grounded
 

@@ -34,6 +34,7 @@ from agentprop._judge.verdict import Verdict, _fail, _ok, _seq, _strings
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop._spec.grounding import TEXT_GROUNDINGS
 from agentprop.errors import InvalidArgument
+from agentprop.testing.typos import as_corrected, withdrawn_part
 
 # ----------------------------------------------------------------------------- grounding
 
@@ -354,6 +355,9 @@ class _Sources:
     records: list[tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
     """The derivations accepted so far (see :mod:`agentprop._judge.derive`), in order."""
+    withdrawn: list[tuple[int, str]] = field(default_factory=list)
+    """``(turn index, text)``: what a user turn took back in a correction ("HP-483913, no
+    wait, that's wrong. It should be: HP-482913"); it grounds nothing."""
     _lines: list[str] | None = None
     _sorted: list[float] | None = None
     _parts: dict[float, str] | None = None
@@ -367,7 +371,11 @@ class _Sources:
 
     def add_turn(self, t: Turn) -> None:
         if not self.outputs_only:
-            self.add_text(t.user_message)
+            # a value the user took back grounds nothing: only what follows the repair counts
+            self.add_text(as_corrected(t.user_message))
+            taken_back = withdrawn_part(t.user_message)
+            if taken_back:
+                self.withdrawn.append((t.index, taken_back))
         facts = _turn_facts(t)
         self.called.update(facts.called)
         self.numbers |= facts.numbers
@@ -467,6 +475,11 @@ class _Sources:
     def has_id(self, token: str) -> bool:
         pattern = re.compile(rf"(?<![\w-]){re.escape(token)}(?![\w-])", re.I)
         return any(pattern.search(t) for t in self.texts)
+
+    def withdrawn_in(self, stated: str) -> int | None:
+        """The index of the user turn whose correction took back ``stated`` (``None``: none)."""
+        low = stated.strip().casefold()
+        return next((i for i, text in self.withdrawn if low and low in text.casefold()), None)
 
     def has_quote(self, quoted: str) -> bool:
         q = _norm(quoted)
@@ -668,10 +681,17 @@ def response_grounded(
             )
             if bad is not None:
                 near = sources.nearest(kind, bad)
+                taken_back = sources.withdrawn_in(str(bad))
+                why = (
+                    "which no tool output or user turn supports"
+                    if taken_back is None
+                    else f"which the user stated in turn {taken_back + 1} but withdrew in a "
+                    "correction, and no tool output supports"
+                )
                 return _fail(
                     "response_grounded",
                     f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), "
-                    "which no tool output or user turn supports"
+                    + why
                     + (f" (nearest grounded: {', '.join(near)})" if near else ""),
                     clause,
                     t.index,

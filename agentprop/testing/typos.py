@@ -99,6 +99,13 @@ def as_corrected(text: str) -> str:
     return last or text
 
 
+def withdrawn_part(text: str) -> str:
+    """What ``text`` takes back: everything before its last self-repair (empty when it has
+    none), the complement of :func:`as_corrected`."""
+    parts = _REPAIR.split(text)
+    return " ".join(p.strip() for p in parts[:-1]) if len(parts) > 1 and parts[-1].strip() else ""
+
+
 def as_simplified(text: str) -> str:
     """``text`` with traditional Chinese characters in their simplified forms (訂單 -> 订单),
     for the pairs that convert one to one (:mod:`agentprop._util.hanzi`)."""
