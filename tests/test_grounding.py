@@ -284,6 +284,7 @@ def test_the_users_turns_and_the_context_ground_too() -> None:
     "user",
     [
         "Is policy HP-483913 covered? No wait, that's wrong. It should be: policy HP-482913.",
+        "Is policy HP-483913 covered? Srory, I mean: is policy HP-482913 covered?",
         "请问我的保单 HP-483913保不保漏水，不对，我说错了，是：请问我的保单 HP-482913保不保漏水",
     ],
 )

@@ -102,8 +102,11 @@ def as_corrected(text: str) -> str:
 def withdrawn_part(text: str) -> str:
     """What ``text`` takes back: everything before its last self-repair (empty when it has
     none), the complement of :func:`as_corrected`."""
-    parts = _REPAIR.split(text)
-    return " ".join(p.strip() for p in parts[:-1]) if len(parts) > 1 and parts[-1].strip() else ""
+    read, where = _repair_words_read(text)
+    repairs = list(_REPAIR.finditer(read))
+    if not repairs or not text[where[repairs[-1].end()] :].strip():
+        return ""
+    return text[: where[repairs[-1].start()]].strip()
 
 
 def as_simplified(text: str) -> str:
