@@ -238,6 +238,33 @@ def test_ctrl_c_once_the_run_is_decided_keeps_it_and_twice_exits_at_once(
         assert not report_path.exists() and done.stderr.strip() == "agentprop: interrupted"
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+def test_ctrl_c_while_the_command_line_is_read_says_interrupted(tmp_path: Path) -> None:
+    """Building the parser was outside the code that turns a Ctrl-C into exit 130: a press
+    there printed a KeyboardInterrupt traceback."""
+    driver = (
+        "import os, signal, sys, time\n"
+        "import agentprop._cli as cli\n"
+        "built = cli.parser\n"
+        "def parser():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.05)\n"
+        "    return built()\n"
+        "cli.parser = parser\n"
+        "raise SystemExit(cli.main(['run', sys.argv[1]]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", driver, str(SUPPORTOPS)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+    )
+    assert (done.returncode, done.stderr.strip()) == (130, "agentprop: interrupted"), done.stderr
+
+
 CHECKS = """
 from pathlib import Path
 

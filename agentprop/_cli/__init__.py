@@ -120,13 +120,16 @@ def main(
 ) -> int:
     out = cast(TextIO, _Printable(out or sys.stdout))
     err = cast(TextIO, _Printable(err or sys.stderr))
-    p = parser()
     try:
+        p = parser()
         args, extra = p.parse_known_args(argv)
         if extra:
             p.error(unrecognized(p, args, extra))
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C while the command line is read
+        print("agentprop: interrupted", file=err)
+        return EXIT_INTERRUPTED
     if args.command is None:
         p.print_help(out)
         return EXIT_USAGE
