@@ -28,6 +28,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from rapidfuzz.distance import DamerauLevenshtein
 
 from agentprop._agents.project import Project
 from agentprop._decide.written import PERSONAS, InputWriter, WrittenChoice, WrittenTurn
@@ -814,15 +815,37 @@ def brings_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bo
     )
 
 
+def template_vocabulary(bindings: Bindings) -> frozenset[str]:
+    """The content words (four letters or more) of the bindings' utterance and follow-up
+    templates, slots and free spans left out: the words users are written as saying which value
+    a turn gives ("moving" for an address change)."""
+    text = " ".join(_values_of(bindings))
+    return _vocabulary(FREE_SPAN.sub(" ", re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", " ", text)))
+
+
+def _one_slip(word: str, v: str) -> bool:
+    """Whether ``word`` is one slip (a swap, a wrong, dropped or doubled letter) from ``v``, a
+    word of five letters or more: what a reader forgiving a slip reads as ``v``."""
+    return (
+        len(v) >= 5 and abs(len(v) - len(word)) <= 1 and DamerauLevenshtein.distance(word, v) <= 1
+    )
+
+
 def slips_into_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bool:
-    """Whether a rewrite turns a word into one of the spec's (or the start of one) that no word
-    it replaced was related to: "when you get a chance" with a slip to "cance" reads as
-    "cancel" to a spec about cancelling, while "orde" for "order" is still that word."""
+    """Whether a rewrite turns a word into one of the spec's (or the start of one, or one slip
+    from one) that no word it replaced was related to: "when you get a chance" with a slip to
+    "cance" reads as "cancel" to a spec about cancelling, "at hone" as "phone" to a reader who
+    forgives a slip (as the typo family says a reader does), while "orde" for "order" is still
+    that word."""
     had = set(re.findall(r"[a-z]{4,}", before.lower()))
     now = set(re.findall(r"[a-z]{4,}", after.lower()))
 
     def related(word: str) -> set[str]:
-        return {v for v in vocabulary if v == word or v.startswith(word) or word.startswith(v)}
+        return {
+            v
+            for v in vocabulary
+            if v == word or v.startswith(word) or word.startswith(v) or _one_slip(word, v)
+        }
 
     gone: set[str] = set().union(*(related(w) for w in had - now)) if had - now else set()
     return any(related(w) - gone for w in now - had if w not in _FUNCTION_WORDS)
@@ -1037,6 +1060,9 @@ class ChoiceSpace:
         ]
         self.fields, self.dropped_world = world_fields(project, scenario)
         self.spec_words = spec_vocabulary(project.spec)
+        self.slip_words = self.spec_words | template_vocabulary(project.bindings)
+        """What a slip may not bring a word near (:func:`slips_into_spec_words`): the spec's
+        words and the words the bindings' templates tell values apart by."""
 
     def _turn_space(self, variant: Scenario, i: int, source: TemplateSource | None) -> _TurnSpace:
         text = variant.turns[i].user_message
@@ -1270,7 +1296,7 @@ class ChoiceSpace:
             if not any(name == "typo" for name, _ in steps):
                 return True
             plain, _ = apply(text, [step for step in steps if step[0] != "typo"])
-            return not slips_into_spec_words(plain, out, self.spec_words)
+            return not slips_into_spec_words(plain, out, self.slip_words)
 
         def flush(text: str) -> str:
             nonlocal typos
