@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 import shutil
 from datetime import date
 from pathlib import Path
@@ -144,6 +145,13 @@ def test_an_independent_field_is_varied_alone_and_a_declared_relation_is_kept(
     turns = tuple(TurnChoice() for _ in space.scenario.turns)
     change = WorldChoice(tool="get_order", field="n", value=8)
     assert _order(space, Choices(turns=turns, world=(change,)))["shipped_on"] == "2026-11-22"
+
+
+def test_a_relation_on_no_output_field_is_a_bindings_error_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(BindingsError) as info:
+        _project(tmp_path, relations={"get_order": {"nope": {"independent": True}}})
+    assert "tool 'get_order' has no output field 'nope'" in str(info.value)
+    assert re.search(r"agentprop\.yaml:\d+:\d+: ", str(info.value))  # file and line
 
 
 def test_a_relation_naming_no_world_field_or_not_holding_is_a_bindings_error(

@@ -1015,6 +1015,10 @@ class _Validator:
                 self.field(tool, f, ("pii", tool, i))
         for tool in b.handlers:
             self.tool(tool, ("handlers", tool))
+        for tool, related in b.relations.items():
+            self.tool(tool, ("relations", tool))
+            for f in related:
+                self.field(tool, f, ("relations", tool, f))
         leaves = set(spec.leaf_ids())
         for key, mapped in b.outcomes.items():
             if "<-" in key:
