@@ -425,16 +425,3 @@ def test_bindings_response_errors_name_file_line_and_fix(
     )
     bad_line = line + section.count("\n") - 1
     assert f"{path}:{bad_line}" in text, text
-
-
-def test_turns_with_the_same_tool_outputs_share_their_facts_and_others_do_not() -> None:
-    # the runs of a case call the same world: the facts of its outputs are worked out once
-    from agentprop._judge.grounded import _turn_facts
-
-    first = _trace(RUNBOOK_OUTPUT, "user_message", "x").turns[0]
-    again = _trace(dict(RUNBOOK_OUTPUT), "user_message", "y").turns[0]
-    other = _trace({**RUNBOOK_OUTPUT, "runbook_id": "RB-13"}, "user_message", "x").turns[0]
-    assert first is not again and _turn_facts(first) is _turn_facts(again)
-    assert "RB-13" in _turn_facts(other).texts and "RB-13" not in _turn_facts(first).texts
-    unjson = _trace({"at": object()}, "user_message", "x").turns[0]  # not JSON: not shared
-    assert _turn_facts(unjson) is not _turn_facts(unjson)

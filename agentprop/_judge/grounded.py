@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import datetime as dt
 import functools
-import json
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -304,45 +303,12 @@ def shared_turn_facts() -> Iterator[None]:
         _shared_facts.reset(token)
 
 
-_FACTS_BY_CONTENT: dict[str, _TurnFacts] = {}
-"""Facts by the content of a turn's tool calls (:func:`_content_key`): the runs of a case call
-the same world, so their turns' outputs repeat, and working the facts out (every string, key,
-number and record of outputs of kilobytes) cost milliseconds a turn, a run after run."""
-_FACTS_BY_CONTENT_LIMIT = 256
-
-
-def _content_key(t: Turn) -> str | None:
-    """The tool calls of ``t`` (names, outputs, errors) as JSON, or ``None`` when an output is
-    not JSON (then its facts are not shared)."""
-    try:
-        return json.dumps(
-            [[c.name, c.result, c.error, c.error_kind] for c in t.tool_calls],
-            ensure_ascii=False,
-        )
-    except (TypeError, ValueError):
-        return None
-
-
 def _turn_facts(t: Turn) -> _TurnFacts:
     cache = _shared_facts.get()
     if cache is not None:
         hit = cache.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
-    key = _content_key(t)
-    facts = _FACTS_BY_CONTENT.get(key) if key is not None else None
-    if facts is None:
-        facts = _work_out_turn_facts(t)
-        if key is not None:
-            if len(_FACTS_BY_CONTENT) >= _FACTS_BY_CONTENT_LIMIT:
-                _FACTS_BY_CONTENT.clear()
-            _FACTS_BY_CONTENT[key] = facts
-    if cache is not None:
-        cache[id(t)] = (t, facts)
-    return facts
-
-
-def _work_out_turn_facts(t: Turn) -> _TurnFacts:
     called: list[str] = []
     numbers: set[float] = set()
     texts: list[str] = []
@@ -366,9 +332,12 @@ def _work_out_turn_facts(t: Turn) -> _TurnFacts:
                 texts.append(err)
                 numbers |= _number_set(err)
                 words |= _words(err)
-    return _TurnFacts(
+    facts = _TurnFacts(
         tuple(called), frozenset(numbers), tuple(texts), frozenset(words), tuple(recs)
     )
+    if cache is not None:
+        cache[id(t)] = (t, facts)
+    return facts
 
 
 @dataclass
