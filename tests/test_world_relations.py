@@ -276,3 +276,21 @@ def test_a_run_counts_the_world_values_it_left_out_and_never_tries_them(tmp_path
         for w in (c.get("details") or {}).get("choices", {}).get("world", [])
     ]
     assert tried and not set(tried) & left_out  # world values were tried, none left out
+
+
+def test_reading_the_overrides_copies_only_what_a_path_key_writes_into(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # reconcile and contradictions read each tool's overrides once a relation; deep copies of
+    # the whole output (kilobytes) for each were most of their cost
+    from agentprop._spec import relations
+
+    orders = [{"id": "O-1", "amount": 5, "tags": ["a"]}, {"id": "O-2", "amount": 7}]
+    fields = {"orders": orders, "orders[1].amount": 9, "note": {"x": 1}}
+    monkeypatch.setattr(relations.copy, "deepcopy", lambda value: pytest.fail("deep copy"))
+    view = relations._view(fields)
+    assert view["orders"][1]["amount"] == 9 and view["orders"][0] is orders[0]
+    assert orders[1]["amount"] == 7 and fields["orders"] is orders  # the overrides unchanged
+    assert view["note"] is fields["note"]
+    monkeypatch.undo()
+    assert view == relations.resolve(fields)

@@ -115,6 +115,35 @@ def _put_in(target: Any, path: FieldPath, value: Any) -> None:
     node[path[-1]] = value
 
 
+def _view(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`resolve` for reading only: the output shares its values with ``fields``, and only
+    the dicts and lists a path key writes into are copied (one level each), so ``fields`` is
+    left as it is. (Deep copies of a tool's whole output, kilobytes, for every relation of
+    every generated input were most of the relations' cost.) Never write into the result."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if "." in key or "[" in key:
+            try:
+                _put_in_copying(out, tuple(parse_field_path(key)), value)
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue  # as resolve
+        else:
+            out[key] = value
+    return out
+
+
+def _put_in_copying(target: dict[str, Any], path: FieldPath, value: Any) -> None:
+    """:func:`_put_in` that copies each dict or list on the way before writing into it."""
+    node: Any = target
+    for part in path[:-1]:
+        child = node[part]
+        if isinstance(child, (dict, list)):
+            child = copy.copy(child)
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
 def _get(target: Any, path: FieldPath) -> Any:
     node = target
     for part in path:
@@ -180,7 +209,7 @@ class WorldRelations:
             fields = out.get(r.tool)
             if fields is None:
                 continue
-            now = resolve(fields)
+            now = _view(fields)
             try:
                 if r.kind in ("days_since", "days_until") and self.today is not None:
                     sign = 1 if r.kind == "days_since" else -1
@@ -206,7 +235,7 @@ class WorldRelations:
     def contradictions(self, overrides: Mapping[str, Mapping[str, Any]]) -> list[str]:
         """What in ``overrides`` contradicts the relations, a date's side of today or the
         order of the bound world's dates (empty: the world is consistent)."""
-        now = {t: resolve(v) for t, v in overrides.items()}
+        now = {t: _view(v) for t, v in overrides.items()}
         out: list[str] = []
         for r in self.relations:
             if r.tool not in now:
@@ -274,7 +303,7 @@ def _put(fields: dict[str, Any], path: FieldPath, value: Any) -> None:
     """Set ``path`` in one tool's overrides (unless it already holds ``value``): the key naming
     it, else a path key (the world merges path keys after the nested values)."""
     try:
-        if _get(resolve(fields), path) == value:
+        if _get(_view(fields), path) == value:
             return
     except (KeyError, IndexError, TypeError):
         pass
