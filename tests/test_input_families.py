@@ -114,6 +114,21 @@ def test_a_correction_with_a_slip_in_its_repair_words_is_still_read_as_corrected
     assert as_corrected("I men it: cancel O-1001.") == "I men it: cancel O-1001."  # no repair
 
 
+def test_a_chinese_correction_without_its_commas_is_still_read_as_corrected() -> None:
+    # an explored supportops input: the punctuation step dropped a comma of the repair
+    # "不对，我说错了，是：", and the correct reference agent went on with the order id the user
+    # had taken back
+    from agentprop.testing import as_corrected
+
+    text = "请帮我取消订单 O-1001，卡号后四位 4242"
+    for choice in range(4):
+        out = apply_family(text, "correction", choice, "request", "zh", ["O-1001", "4242"])
+        repair = out[: out.rindex(text)]
+        start = repair.index("不对")
+        for i in [i for i, c in enumerate(repair) if c == "，" and i > start]:
+            assert as_corrected(out[:i] + out[i + 1 :]) == text, out[:i] + out[i + 1 :]
+
+
 def test_a_chinese_turn_in_traditional_characters_keeps_its_values_and_reads_back() -> None:
     from agentprop.testing import as_simplified
 

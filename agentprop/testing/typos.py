@@ -49,7 +49,7 @@ def correct_typos(text: str, vocabulary: Iterable[str], *, min_length: int = 3) 
 
 _REPAIR = re.compile(
     r"\b(?:sorry,?\s+i\s+mean(?:t)?|no\s+wait\b[^:.]*[.,]?\s*it\s+should\s+be|actually,?\s+i\s+meant|correction)\s*[:：]"
-    r"|不对[，,]\s*(?:我说错了[，,]\s*)?(?:应该)?是\s*[:：]",
+    r"|不对[，,]?\s*(?:我说错了[，,]?\s*)?(?:应该)?是\s*[:：]",
     re.IGNORECASE,
 )
 
