@@ -71,7 +71,10 @@ def writer_on(
 
 
 def explore(
-    supportops_project: Project, writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)
+    supportops_project: Project,
+    writer: InputWriter | None,
+    ids: tuple[str, ...] = (CANCELLED, PII),
+    explore_seed: int = 5,
 ) -> agentprop.RunReport:
     agent = agentprop.load_agent(
         supportops_project.bindings.agent or "", supportops_project.base_dir, {}
@@ -83,7 +86,7 @@ def explore(
         runs=1,
         mode="fixed",
         seed=0,
-        explore_seed=5,
+        explore_seed=explore_seed,
         input_writer=writer,
     )
     return asyncio.run(arun_cases(supportops_project, agent, scenarios, settings, memo=TrialMemo()))
@@ -164,6 +167,7 @@ def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_a
             supportops_project,
             writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
             ids=(CANCELLED,),
+            explore_seed=0,  # its six inputs let the simulated user play a follow-up
         )
     user = report.metrics.extra["input_model"]["simulated_user"]
     assert user["turns"] > 0 and user["rejected"] >= 1
@@ -554,6 +558,7 @@ def test_the_simulated_user_answers_the_agents_live_question(
             supportops_project,
             writer_on(server, tmp_path / "c.sqlite", simulated_user=True),
             ids=(CANCELLED,),
+            explore_seed=0,  # its six inputs let the simulated user play a follow-up
         )
     assert asked, "no follow-up was written from the agent's live reply"
     live = [
