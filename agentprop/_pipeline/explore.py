@@ -184,23 +184,30 @@ def channel_lines(summary: dict[str, Any]) -> list[str]:
 def world_not_tried(spaces: Iterable[ChoiceSpace]) -> dict[str, Any]:
     """The report's ``extra.world_not_tried``: the world values exploration never set because
     each would contradict a related field of the world (:mod:`agentprop._spec.relations`):
-    how many distinct values, of how many fields, on how many paths, with a few examples
-    (empty: none was left out)."""
+    how many distinct values, of how many fields, on how many paths, a few examples, and every
+    value with why (``left_out``) and path (``on_paths``), so shards merge (empty: none)."""
     because: dict[str, str] = {}
-    fields: set[str] = set()
     paths: set[str] = set()
     for space in spaces:
         for d in space.dropped_world:
             because.setdefault(f"{d.tool}.{d.field}={json.dumps(d.value)}", d.because)
-            fields.add(f"{d.tool}.{d.field}")
             paths.add(space.scenario.id)
+    return world_not_tried_of(because, paths)
+
+
+def world_not_tried_of(because: dict[str, str], paths: Iterable[str]) -> dict[str, Any]:
+    """:func:`world_not_tried` from the values left out (``TOOL.FIELD=VALUE`` -> why) and the
+    paths they were left out on (a merge joins its shards' this way)."""
     if not because:
         return {}
+    left_out = dict(sorted(because.items()))
     return {
-        "values": len(because),
-        "fields": len(fields),
-        "paths": len(paths),
-        "examples": [{"value": k, "because": v} for k, v in list(because.items())[:3]],
+        "values": len(left_out),
+        "fields": len({k.split("=", 1)[0] for k in left_out}),
+        "paths": len(set(paths)),
+        "examples": [{"value": k, "because": v} for k, v in list(left_out.items())[:3]],
+        "left_out": left_out,
+        "on_paths": sorted(set(paths)),
     }
 
 

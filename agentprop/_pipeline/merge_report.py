@@ -29,6 +29,7 @@ from agentprop._decide.records import (
     read_records,
     records_files,
 )
+from agentprop._pipeline.explore import world_not_tried_of
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
 from agentprop._pipeline.report.model import (
     BugReport,
@@ -672,6 +673,18 @@ def merge_reports(
         paths = {path: entry for summary in explored for path, entry in summary.items()}
         at = {s.id: i for i, s in enumerate(project.scenarios())}
         extra["exploration"] = dict(sorted(paths.items(), key=lambda kv: at.get(kv[0], len(at))))
+    left_out = [
+        s.report.metrics.extra["world_not_tried"]
+        for s in shards
+        if "world_not_tried" in s.report.metrics.extra
+    ]
+    if left_out:  # each shard's paths' values; joined, as the unsharded run counts them
+        joined = world_not_tried_of(
+            {k: v for w in left_out for k, v in (w.get("left_out") or {}).items()},
+            [p for w in left_out for p in w.get("on_paths") or ()],
+        )
+        if joined:
+            extra["world_not_tried"] = joined
     shrinking = [
         m.extra["runs_shrinking_before_deepening"]
         for m in (s.report.metrics for s in shards)
