@@ -422,7 +422,8 @@ def paraphrases(
     applied in order, drawn from :data:`TRANSFORM_NAMES` (restrict with ``transforms=``). It
     shrinks towards the unchanged ``text``. Protected slots -- ids, money, dates, times,
     e-mails, URLs, numbers, ``{placeholders}`` and every string or regex in ``protect`` -- are
-    never altered. At most ``max_typos`` typo steps take effect per example.
+    never altered. At most ``max_typos`` typo steps take effect per example, and a word takes
+    at most one (two slips in one word make another word).
 
     ``lang`` picks the shipped phrase pack (``"en"``, ``"zh"``); ``packs`` adds user packs
     (paths or :class:`PhrasePack` objects; packs for other languages are ignored). ``pool`` is a
