@@ -80,6 +80,28 @@ def test_only_the_exact_failure_judged_is_a_finding(folder: Path) -> None:
     assert "the intent word is unreadable" in tally.tester_error_cases[0]
 
 
+def test_a_doubt_from_any_adjudicator_makes_the_failure_a_false_alarm(folder: Path) -> None:
+    # a later adjudicator judges the same input a tester error: the doubt wins, whichever file
+    # sorts first
+    _write(
+        folder,
+        "clean_failures_again.json",
+        [
+            {
+                "spec": "pharmacy",
+                "verdict": "ambiguous",
+                "pattern": "the date could be read either way",
+                "members": [_member(0, "EXPLORE A ~1", TURNS, "decision_tree.N2: turn 1 ...")],
+            }
+        ],
+    )
+    judged = Adjudications.load(folder)
+    same = failure_of("pharmacy", 0, "EXPLORE A ~1", TURNS, ["decision_tree.N2"])
+    found = judged.verdict(same)
+    assert found is not None and found.verdict == "ambiguous"
+    assert judged.tally([same]).false_alarms == 1
+
+
 def test_an_edited_or_unfrozen_adjudication_is_refused(folder: Path) -> None:
     path = folder / "clean_failures.json"
     path.write_text(path.read_text(encoding="utf-8").replace("agent_error", "ambiguous"))

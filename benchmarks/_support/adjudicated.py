@@ -122,13 +122,18 @@ class Adjudications:
         return cls(index, files)
 
     def verdict(self, failure: Failure) -> Verdict | None:
-        """The blind verdict on exactly this failure, or ``None`` when none was given."""
-        for clause, verdict in self.index.get(
-            (failure.spec, failure.seed, failure.case, failure.turns), []
-        ):
-            if clause in failure.clauses:
-                return verdict
-        return None
+        """The blind verdict on exactly this failure, or ``None`` when none was given. When
+        several adjudicators judged it and disagree, a tester error (or ambiguous) wins over
+        ``agent_error``: the failure is a finding only if no blind reader doubted it."""
+        given = [
+            verdict
+            for clause, verdict in self.index.get(
+                (failure.spec, failure.seed, failure.case, failure.turns), []
+            )
+            if clause in failure.clauses
+        ]
+        doubted = [v for v in given if v.verdict != AGENT_ERROR]
+        return (doubted or given or [None])[0]
 
     def tally(self, failures: Iterable[Failure]) -> Tally:
         out = Tally()
