@@ -161,6 +161,40 @@ def test_stated_ids_quoted_values_and_list_items() -> None:
     assert list_items("no list here: 1, 2, 3") == []
 
 
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("请问我的保单HP-482913保不保漏水", ["HP-482913"]),
+        ("订单ORD-77已发货，工单TK_9。", ["ORD-77", "TK_9"]),
+        ("（HP-482913）、「RB-12」：O-1001！", ["HP-482913", "RB-12", "O-1001"]),
+        ("HP-482913を確認しました", ["HP-482913"]),
+        ("주문HP-482913번", ["HP-482913"]),
+        # ordinary Chinese text states no id, and a Latin letter still joins a token
+        ("我想取消订单，谢谢你的帮助。第3步：确认地址", []),
+        ("éHP-3 HP-4é", []),
+    ],
+)
+def test_an_id_written_against_cjk_text_is_stated(text: str, ids: list[str]) -> None:
+    from agentprop._judge.grounded import stated_ids
+
+    assert stated_ids(text) == ids
+
+
+def test_ids_and_numbers_against_cjk_text_are_checked_and_ground() -> None:
+    """A Chinese reply writes ids and amounts directly against its characters: an invented one
+    is caught, and a tool output written the same way grounds the true one."""
+    from agentprop._judge.grounded import numbers_in, response_grounded
+
+    assert numbers_in("共120元，第3条") == [120.0, 3.0]
+    invented = _trace({"policy_id": "HP-482913"}, "user_message", "您的保单HP-999999已生效")
+    v = response_grounded(invented, "user_message", ["ids"])
+    assert not v.passed and "'HP-999999' (an id)" in v.explanation
+    amount = _trace({"refund": 120}, "user_message", "已退款130元")
+    assert not response_grounded(amount, "user_message", ["numbers"]).passed
+    told = _trace({"note": "订单HP-482913已发货，退款120元"}, "user_message", "HP-482913: 120")
+    assert response_grounded(told, "user_message", ["ids", "numbers"]).passed
+
+
 # ----------------------------------------------------------------------------- response_grounded
 
 
@@ -305,10 +339,7 @@ def test_a_value_the_user_withdrew_grounds_nothing_and_the_failure_says_so(user:
     assert "no tool output or user turn supports" not in v.explanation
     right = _trace(policy, "user_message", "Policy HP-482913 covers leaks.", user=user)
     assert response_grounded(right, "user_message", ["ids"]).passed
-    # (an id is a whole token: one written against a Chinese character is not read as stated)
-    no_tool = _trace(
-        {}, "user_message", "Noted: policy HP-482913.", user=user.replace("保不保", " 保不保")
-    )
+    no_tool = _trace({}, "user_message", "Noted: policy HP-482913.", user=user)
     assert response_grounded(no_tool, "user_message", ["ids"]).passed  # the kept value grounds
 
 

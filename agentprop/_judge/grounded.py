@@ -38,8 +38,19 @@ from agentprop.testing.typos import as_corrected, withdrawn_part
 
 # ----------------------------------------------------------------------------- grounding
 
+_SPACELESS = (
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+"""The letters of scripts written without spaces between words (Han, kana, Hangul with its
+attached particles, Thai, Lao, Myanmar, Khmer): a value written directly against one of them
+("订单HP-482913已发货", "共120元") is still a whole token."""
+_GLUED = rf"[^\W{_SPACELESS}]"
+"""A word character that would continue a token: a letter of a spaced script, a digit or ``_``."""
+
 _NUMBER = re.compile(
-    r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?"
+    rf"(?<!\.)(?<!{_GLUED})[-+]?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?"
 )
 
 
@@ -167,7 +178,9 @@ _LIST_LINE = re.compile(
     r"\t]*[:.)-]?)[ \t]+(\S.*?)[ \t]*$",
     re.I | re.M,
 )
-_ID_TOKEN = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+(?![\w-])")
+_ID_TOKEN = re.compile(
+    rf"(?<!-)(?<!{_GLUED})[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+(?!-)(?!{_GLUED})"
+)
 _QUOTED = re.compile(
     r"\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d|`([^`\n]{1,200})`|(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])"
 )
@@ -473,7 +486,7 @@ class _Sources:
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
-        pattern = re.compile(rf"(?<![\w-]){re.escape(token)}(?![\w-])", re.I)
+        pattern = re.compile(rf"(?<!-)(?<!{_GLUED}){re.escape(token)}(?!-)(?!{_GLUED})", re.I)
         return any(pattern.search(t) for t in self.texts)
 
     def withdrawn_in(self, stated: str) -> int | None:
@@ -946,7 +959,7 @@ def evidence_grounded(
     """
     names = set(tools) | {c.name for c in trace.tool_calls}
     patterns = {
-        n: re.compile(rf"(?<![\w]){re.escape(n)}(?![\w])")
+        n: re.compile(rf"(?<!{_GLUED}){re.escape(n)}(?!{_GLUED})")
         for n in sorted(names, key=len, reverse=True)
     }
     sources = _Sources(outputs_only=True)
