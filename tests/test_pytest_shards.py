@@ -27,6 +27,7 @@ from agentprop._decide.oracle import OracleSettings, TrialRecord, adecide
 from agentprop._decide.records import (
     REPORT_FILE,
     CheckLine,
+    DecisionLog,
     Recorder,
     read_records,
     recording,
@@ -396,11 +397,42 @@ def test_a_check_of_a_worker_killed_mid_session_is_kept_by_its_records(tmp_path:
     assert merged["merge"]["checks_decided_again"] == 2
 
 
-def test_records_only_refuses_the_shards_of_a_pytest_session(tmp_path: Path) -> None:
-    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0})
-    code, out = _merge("--records-only", str(one))
-    assert code == 2
-    assert "--records-only: the shards are of a pytest session" in out, out
+def test_records_only_tables_a_pytest_sessions_checks_by_test_from_any_shards(
+    tmp_path: Path,
+) -> None:
+    # two tests make a check of the same name ('case'): the table tells them apart by test
+    one = _shard(tmp_path, 1, {"t.py::test_d": 1.0, "t.py::test_b": 0.5})
+    two = _shard(tmp_path, 2, {"t.py::test_c": 0.8, "t.py::test_a": 1.0})
+    (two / REPORT_FILE).unlink()  # shard 2 did not finish
+    # ... and a worker of it was killed mid-check: a decision no check names yet
+    killed = Recorder(two, "gw1")
+    killed.shard = pytest_shard_info(TESTS, Shard(2, 2), seed=0, options={})
+    DecisionLog(killed, "x", "input", "agent", 0, OracleSettings(mode="fixed", runs=3))
+    killed.close()
+    out = tmp_path / "t.json"
+    code, text = _merge("--records-only", str(two), str(one), "--json", str(out), "--markdown",
+                        str(tmp_path / "t.md"))  # fmt: skip
+    assert code == 1, text  # test_b's check failed
+    assert "merged the records of 2 of 2 shard(s) of one pytest session (seed 0): 4 checks" in text
+    assert "FAIL         case [t.py::test_b]: 5/10 runs" in text
+    assert f"note: shard 2/2 ({two}) did not finish (no report.json)" in text
+    assert "note: 1 decision(s) no check names are left out" in text
+    table = json.loads(out.read_text())
+    assert table["runner"] == "pytest" and table["decisions_not_checks"] == 1
+    rows = [(c["test"], c["name"], c["shard"], c["verdict"], c["runs"]) for c in table["cases"]]
+    assert rows == [
+        ("t.py::test_a", "case", 2, "PASS", 10),
+        ("t.py::test_b", "case", 1, "FAIL", 10),
+        ("t.py::test_c", "case", 2, "UNSTABLE", 10),
+        ("t.py::test_d", "case", 1, "PASS", 10),
+    ]  # in the collection's order, each decided again from its trials
+    assert "| 1 | t.py::test_b | case | FAIL | 10 | 5 |" in (tmp_path / "t.md").read_text()
+    # a subset of the shards: the missing one is named
+    code, text = _merge("--records-only", str(two))
+    assert code == 1 and "INCOMPLETE: shard(s) 1/2 not given" in text, text
+    # the merge proper still wants every shard finished
+    code, text = _merge(str(one), str(two))
+    assert code == 2 and "is incomplete: it has no report.json" in text
 
 
 def test_a_fresh_seed_per_process_is_refused_for_recorded_shards(tmp_path: Path) -> None:

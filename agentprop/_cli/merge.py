@@ -53,7 +53,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--records-only",
         action="store_true",
         help="decide every decision again from the trial lines alone and write the per-decision "
-        "table (agentprop.merged/1): for shards that did not finish, whose reports are missing",
+        "table (agentprop.merged/1; of pytest shards, one row per check, with its test): for "
+        "any of the shards, finished or not",
     )
     merge.add_argument(
         "--spec",
@@ -163,7 +164,8 @@ def _pytest(args: argparse.Namespace, shards: MergedRun, out: TextIO) -> int:
 
 def _records_only(args: argparse.Namespace, out: TextIO) -> int:
     """``--records-only``: every decision of the shards decided again from its trial lines, as a
-    table of decision names (a DIR or INV case appears as its sides' decisions)."""
+    table of decision names (a DIR or INV case appears as its sides' decisions); of a pytest
+    session's shards, of its checks (test and name), in the collection's order."""
     from agentprop._pipeline.merge import merge_shards, merged_junit, merged_markdown
 
     if args.html_path:
@@ -174,23 +176,39 @@ def _records_only(args: argparse.Namespace, out: TextIO) -> int:
             fix="drop --records-only or --html",
         )
     run = merge_shards(args.records, complete=False)
-    if run.info.runner == "pytest":
-        from agentprop.errors import InputError
-
-        # its table names decisions, and a pytest session's checks share names across tests
-        raise InputError(
-            "--records-only: the shards are of a pytest session, whose checks are told apart by "
-            "their tests, which the per-decision table does not show",
-            fix="merge the finished shards without --records-only (agentprop merge DIR... "
-            "--json PATH); run an unfinished shard again first",
-        )
     counts = ", ".join(f"{n} {v}" for v, n in sorted(run.verdicts().items()))
-    print(
-        f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one run "
-        f"(seed {run.info.seed}): {len(run.cases)} decided names ({counts or 'none'}) from "
-        f"{run.decisions} decisions and {run.trials} trial lines, each decided again",
-        file=out,
-    )
+    if run.info.runner == "pytest":
+        print(
+            f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one "
+            f"pytest session (seed {run.info.seed}): {len(run.cases)} checks ({counts or 'none'}) "
+            f"from {run.decisions} decisions and {run.trials} trial lines, each decided again",
+            file=out,
+        )
+        for c in run.cases:
+            if c.verdict not in ("PASS", "NOT APPLICABLE"):
+                print(f"{c.verdict:<12} {c.name} [{c.test}]: {c.passes}/{c.runs} runs", file=out)
+        if run.unchecked:
+            print(
+                f"note: {run.unchecked} decision(s) no check names are left out: made while "
+                "shrinking a failure, or in flight when a shard stopped",
+                file=out,
+            )
+    else:
+        print(
+            f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one "
+            f"run (seed {run.info.seed}): {len(run.cases)} decided names ({counts or 'none'}) "
+            f"from {run.decisions} decisions and {run.trials} trial lines, each decided again",
+            file=out,
+        )
+    from agentprop._decide.records import REPORT_FILE
+
+    for index, directory in sorted(run.directories.items()):
+        if not (directory / REPORT_FILE).is_file():
+            print(
+                f"note: shard {index}/{run.info.count} ({directory}) did not finish (no "
+                f"{REPORT_FILE}): its rows are what it recorded up to where it stopped",
+                file=out,
+            )
     missing = [i for i in range(1, run.info.count + 1) if i not in run.directories]
     if missing:
         print(

@@ -4,13 +4,16 @@ The shards must be of one run (the same spec digest, settings digest, seed and s
 together complete and disjoint (each of 1..N exactly once); anything else is an input error
 naming the shard or directory. Every decision is decided again from its trial lines
 (:func:`~agentprop._decide.records.recompute`), never taken from a shard's summary: a case's
-verdict, runs, passes, interval and failure signatures come from its judged trials.
+verdict, runs, passes, interval and failure signatures come from its judged trials. The shards of
+a pytest session give one entry per check (test and name, :func:`merged_checks`), in the order
+of the session's collection.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from agentprop._decide.records import (
     RECORDS_FILE,
     SHARD_FILE,
     AnyRecord,
+    CheckLine,
     DecisionStart,
     ShardInfo,
     TrialLine,
@@ -26,6 +30,7 @@ from agentprop._decide.records import (
     recompute,
     records_files,
 )
+from agentprop._pipeline.pytest_merge import COLLECTION_FILE
 from agentprop._stats.intervals import wilson_interval
 from agentprop.errors import InputError
 
@@ -52,6 +57,9 @@ class MergedCase:
     signatures: tuple[str, ...]
     """The distinct signatures of its judged failing trials, in the order first met."""
     cost_usd: float
+    test: str | None = None
+    """The pytest test whose check this is (the shards of a pytest session); ``None`` for the
+    cases of ``agentprop run --shard``."""
 
 
 @dataclass
@@ -63,6 +71,9 @@ class MergedRun:
     cases: list[MergedCase] = field(default_factory=list)
     decisions: int = 0
     trials: int = 0
+    unchecked: int = 0
+    """Of a pytest session's shards, the decisions no check names: in flight when a shard
+    stopped, or made while shrinking a failure (they are not in ``cases``)."""
 
     def verdicts(self) -> Counter[str]:
         return Counter(c.verdict for c in self.cases)
@@ -77,11 +88,14 @@ class MergedRun:
                 {"index": i, "count": self.info.count, "records": str(d)}
                 for i, d in sorted(self.directories.items())
             ],
+            "runner": self.info.runner,
             "decisions": self.decisions,
             "trials": self.trials,
+            **({"decisions_not_checks": self.unchecked} if self.info.runner == "pytest" else {}),
             "verdicts": dict(sorted(self.verdicts().items())),
             "cases": [
                 {
+                    **({"test": c.test} if self.info.runner == "pytest" else {}),
                     "name": c.name,
                     "kind": c.kind,
                     "shard": c.shard,
@@ -133,22 +147,19 @@ def _shard_of(directory: Path, records: list[AnyRecord]) -> ShardInfo:
     return ShardInfo.model_validate_json(infos.pop())
 
 
-def merged_cases(shard: int, records: Iterable[AnyRecord]) -> tuple[list[MergedCase], int, int]:
-    """The cases of one shard's records (each name's last decision in the final pass, or outside
-    a budgeted run's passes), decided again from their trials; and the decisions and trials read."""
-    listed = list(records)
-    again = recompute(listed)
-    starts = {r.decision: r for r in listed if isinstance(r, DecisionStart)}
+def _decided(
+    shard: int, records: list[AnyRecord]
+) -> tuple[dict[int, DecisionStart], Callable[[int, str, str | None], MergedCase], int]:
+    """``records``' decision starts, a maker of a decision's :class:`MergedCase` (decided again
+    from its trials, under a name), and the trial lines read."""
+    again = recompute(records)
+    starts = {r.decision: r for r in records if isinstance(r, DecisionStart)}
     trials: dict[int, list[TrialLine]] = {}
-    for r in listed:
+    for r in records:
         if isinstance(r, TrialLine):
             trials.setdefault(r.decision, []).append(r)
-    last: dict[tuple[str | None, str], int] = {}
-    for number, start in starts.items():
-        if start.stage in (None, "final"):
-            last[start.kind, start.case] = number
-    out: list[MergedCase] = []
-    for (_kind, name), number in last.items():
+
+    def case(number: int, name: str, test: str | None) -> MergedCase:
         start, decided = starts[number], again[number]
         judged = sorted(
             (t for t in trials.get(number, []) if t.passed is not None), key=lambda t: t.trial
@@ -162,21 +173,52 @@ def merged_cases(shard: int, records: Iterable[AnyRecord]) -> tuple[list[MergedC
             else None
         )
         cost = sum(t.cost_usd for t in trials.get(number, []))
-        out.append(
-            MergedCase(
-                name,
-                start.kind,
-                shard,
-                decided.verdict,
-                decided.decided_by,
-                decided.runs,
-                decided.passes,
-                interval,
-                signatures,
-                cost,
-            )
+        return MergedCase(
+            name,
+            start.kind,
+            shard,
+            decided.verdict,
+            decided.decided_by,
+            decided.runs,
+            decided.passes,
+            interval,
+            signatures,
+            cost,
+            test,
         )
-    return out, len(starts), sum(len(t) for t in trials.values())
+
+    return starts, case, sum(len(t) for t in trials.values())
+
+
+def merged_cases(shard: int, records: Iterable[AnyRecord]) -> tuple[list[MergedCase], int, int]:
+    """The cases of one shard's records (each name's last decision in the final pass, or outside
+    a budgeted run's passes), decided again from their trials; and the decisions and trials read."""
+    listed = list(records)
+    starts, case, trials = _decided(shard, listed)
+    last: dict[tuple[str | None, str], int] = {}
+    for number, start in starts.items():
+        if start.stage in (None, "final"):
+            last[start.kind, start.case] = number
+    out = [case(number, name, None) for (_kind, name), number in last.items()]
+    return out, len(starts), trials
+
+
+def merged_checks(
+    shard: int, records: Iterable[AnyRecord]
+) -> tuple[list[MergedCase], int, int, int]:
+    """The checks of one pytest shard's records (each test's last check of a name, at its first
+    check's place, as the session's record lists them; its decision decided again from its
+    trials); the decisions and trials read;
+    and how many decisions no check names (in flight when the shard stopped, or made while
+    shrinking). A check that was not one decision of the oracle's has no trials: left out."""
+    listed = list(records)
+    starts, case, trials = _decided(shard, listed)
+    latest: dict[tuple[str, str], int] = {}
+    for r in listed:
+        if isinstance(r, CheckLine) and r.decision is not None and r.decision in starts:
+            latest[(r.test, r.case)] = r.decision
+    out = [case(number, name, test) for (test, name), number in latest.items()]
+    return out, len(starts), trials, len(set(starts) - set(latest.values()))
 
 
 def merge_shards(directories: list[str | Path], *, complete: bool = True) -> MergedRun:
@@ -233,6 +275,9 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
             fix="give every shard's --records directory",
         )
     run = MergedRun(first, {info.index: directory for directory, info, _ in loaded})
+    if first.runner == "pytest":
+        _pytest_checks(run, loaded)
+        return run
     seen: set[tuple[str | None, str]] = set()
     for _directory, info, records in sorted(loaded, key=lambda x: x[1].index):
         cases, decisions, trials = merged_cases(info.index, records)
@@ -245,26 +290,57 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
     return run
 
 
+def _pytest_checks(run: MergedRun, loaded: list[tuple[Path, ShardInfo, list[AnyRecord]]]) -> None:
+    """Fill ``run`` with the checks of a pytest session's shards, in the collection's order
+    (what a shard's ``collection.json`` lists; a shard's own order otherwise)."""
+    order: dict[str, int] = {}
+    for directory, _, _ in loaded:
+        file = directory / COLLECTION_FILE
+        if file.is_file() and not order:
+            try:
+                tests = json.loads(file.read_text(encoding="utf-8"))["tests"]
+                order = {t: i for i, t in enumerate(tests)}
+            except (ValueError, KeyError, TypeError):
+                raise InputError(
+                    f"{file}: not the collection of a pytest session",
+                    fix="give the DIR as `pytest --agentprop-records DIR` wrote it",
+                ) from None
+    checks: list[tuple[int, int, MergedCase]] = []
+    for _directory, info, records in sorted(loaded, key=lambda x: x[1].index):
+        cases, decisions, trials, unchecked = merged_checks(info.index, records)
+        at = len(checks)
+        checks += [(order.get(c.test or "", len(order)), at + k, c) for k, c in enumerate(cases)]
+        run.decisions += decisions
+        run.trials += trials
+        run.unchecked += unchecked
+    run.cases = [c for _, _, c in sorted(checks, key=lambda x: (x[0], x[1]))]
+
+
 _FAILING = ("FAIL", "UNSTABLE")
 
 
 def merged_markdown(run: MergedRun) -> str:
-    """A Markdown table of the merged cases."""
+    """A Markdown table of the merged cases (of a pytest session's shards, its checks)."""
     counts = ", ".join(f"{n} {v}" for v, n in sorted(run.verdicts().items()))
+    pytest = run.info.runner == "pytest"
+    what = "checks" if pytest else "decided names"
     lines = [
         f"# agentprop: {run.info.count} shards merged (seed {run.info.seed})",
         "",
-        f"{len(run.cases)} decided names: {counts or 'none'}; {run.decisions} decisions, "
+        f"{len(run.cases)} {what}: {counts or 'none'}; {run.decisions} decisions, "
         f"{run.trials} trial lines, each decided again from its trials.",
         "",
-        "| shard | kind | name | verdict | runs | passes | interval | signatures |",
+        "| shard | "
+        + ("test | check" if pytest else "kind | name")
+        + " | verdict | runs | passes | interval | signatures |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in run.cases:
         interval = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval is not None else "-"
         name = c.name.replace("|", "\\|")
+        first = (c.test or "-").replace("|", "\\|") if pytest else c.kind or "-"
         lines.append(
-            f"| {c.shard} | {c.kind or '-'} | {name} | {c.verdict} | {c.runs} | {c.passes} | "
+            f"| {c.shard} | {first} | {name} | {c.verdict} | {c.runs} | {c.passes} | "
             f"{interval} | {', '.join(c.signatures) or '-'} |"
         )
     return "\n".join(lines) + "\n"
@@ -283,9 +359,10 @@ def merged_junit(run: MergedRun) -> str:
         skipped=str(verdicts["INCONCLUSIVE"] + verdicts["NOT APPLICABLE"]),
     )
     for c in run.cases:
-        case = ET.SubElement(
-            suite, "testcase", classname=f"agentprop.shard{c.shard}.{c.kind or 'side'}", name=c.name
-        )
+        classname = f"agentprop.shard{c.shard}.{c.kind or 'side'}"
+        if c.test is not None:  # a pytest session's check: named by its test
+            classname = f"agentprop.shard{c.shard}.{c.test}"
+        case = ET.SubElement(suite, "testcase", classname=classname, name=c.name)
         text = f"{c.verdict} ({c.decided_by}): {c.passes}/{c.runs} runs passed" + (
             f"; signatures: {', '.join(c.signatures)}" if c.signatures else ""
         )
