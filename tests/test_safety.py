@@ -15,10 +15,17 @@ import agentprop
 import agentprop.spec
 from agentprop import Project
 from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
-from agentprop._decide.safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
+from agentprop._decide.safety import (
+    SAFETY_RUNS,
+    case_settings,
+    exercises,
+    policy_topic,
+    safety_policies,
+)
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 from agentprop._scenario.trace import Trace, Turn
 from agentprop._spec.bindings import load_bindings
+from agentprop._spec.load import load_spec_text
 from agentprop._spec.model import Policy
 from agentprop.agents import make_factory
 from agentprop.errors import BindingsError
@@ -108,6 +115,66 @@ def test_a_node_of_a_safety_capability_makes_a_safety_case() -> None:
         == "zero-failure, 59 clean runs (safety: capabilities.safety boundaries)"
     )
     assert rules["END_APPROVE<-N7_SUBMIT"] == "zero-failure, 50 clean runs (spec risk_level high)"
+
+
+@pytest.mark.parametrize(
+    ("name", "topics"),
+    [
+        ("P3_NO_MEDICAL_ADVICE", {"MEDICAL", "ADVICE"}),
+        ("END_REFUSE_MEDICAL_ADVICE", {"REFUSE", "MEDICAL", "ADVICE"}),
+        ("N3A_RETRY_LOOKUP", {"RETRY", "LOOKUP"}),
+        ("N_1_INTENT", {"INTENT"}),
+        ("P_1_NO_PII", {"PII"}),
+        ("p2_auth_gate", {"AUTH", "GATE"}),
+    ],
+)
+def test_the_topics_an_id_names(name: str, topics: set[str]) -> None:
+    from agentprop._spec.implied import id_topics
+
+    assert id_topics(name) == topics
+
+
+MEDICAL = (
+    "- id: P_1_NO_MEDICAL_ADVICE\n  priority: 300\n"
+    "  text: Never give medical advice or diagnoses.\n  enforcement: {type: hard}\n"
+)
+
+
+def test_a_label_shared_by_a_policy_and_a_node_exercises_nothing() -> None:
+    """Safety and advice policies are matched to a path by the topic words their ids share with
+    its nodes and decisions. The safety rule kept the ``N`` and the bare numbers of labels
+    (``N_1_INTENT``, ``P_1_NO_PII``) as topics, so a path through the first node exercised
+    every policy numbered 1 (or named with an ``N``), and each of its cases was a 59-run safety
+    case; the advice rule dropped ``N`` but not a bare number."""
+    from agentprop._judge.case import _advice_exercised
+    from agentprop._scenario.build import Scenario, ScenarioTurn
+    from agentprop._spec.bindings import Bindings
+
+    spec = agentprop.load_project(SUPPORTOPS).spec
+    bindings = Bindings()
+
+    def path(*nodes: str, decision: str) -> Scenario:
+        turn = ScenarioTurn(user_message="hi", expect_decision=decision, nodes=list(nodes))
+        return Scenario(id="x", spec_id="s", leaf=nodes[-1], path=list(nodes[:-1]), turns=[turn])
+
+    billing = path("N_1_INTENT", "N_N_BILLING", "END_BILLING_ANSWER", decision="ANSWER")
+    refuse = path("N_1_INTENT", "END_REFUSE_PII", decision="REFUSE")
+    for policy_id in ("P_1_NO_PII", "P_N_NO_PII"):
+        policy = Policy(id=policy_id, text="Never reveal personal data.")
+        assert not exercises(spec, bindings, billing, policy), policy_id
+        assert exercises(spec, bindings, refuse, policy), policy_id
+    # a spec of its own (a copy would share the memo of the spec's advice policies)
+    advice = load_spec_text(
+        (SUPPORTOPS / "spec.yaml")
+        .read_text(encoding="utf-8")
+        .replace("policies:\n", "policies:\n" + MEDICAL, 1),
+        name="spec.yaml",
+    )
+    assert _advice_exercised(advice, billing) == []
+    medical = path("N_1_INTENT", "END_REFUSE_MEDICAL_ADVICE", decision="REFUSE")
+    assert [c for c, _, _ in _advice_exercised(advice, medical)] == [
+        "policies.P_1_NO_MEDICAL_ADVICE"
+    ]
 
 
 def test_explicit_settings_win_and_say_which_safety_rule_they_override(

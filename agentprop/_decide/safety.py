@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agentprop._decide.oracle import OracleSettings
 from agentprop._scenario.build import Scenario
 from agentprop._spec.bindings import Bindings, PolicyBinding
+from agentprop._spec.implied import id_topics
 from agentprop._spec.model import Policy, Spec
 from agentprop._stats import zero_failure_runs
 
@@ -38,21 +38,6 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 _P0 = re.compile(r"^P0(?![0-9])", re.I)
-_ID_NOISE = {
-    "NO",
-    "NOT",
-    "NEVER",
-    "MUST",
-    "ALWAYS",
-    "BEFORE",
-    "AFTER",
-    "ONLY",
-    "END",
-    "ON",
-    "IF",
-    "THE",
-    "A",
-}
 
 
 @dataclass(frozen=True)
@@ -99,10 +84,6 @@ def safety_policies(spec: Spec, bindings: Bindings) -> dict[str, str]:
     return out
 
 
-def _words(names: Iterable[str | None]) -> set[str]:
-    return {w for n in names if n for w in n.upper().split("_") if w}
-
-
 def exercises(spec: Spec, bindings: Bindings, scenario: Scenario, policy: Policy) -> bool:
     """Whether ``scenario`` exercises ``policy`` (the rule in the module doc)."""
     entry = bindings.policies.get(policy.id)
@@ -114,9 +95,10 @@ def exercises(spec: Spec, bindings: Bindings, scenario: Scenario, policy: Policy
     )
     if any(re.search(rf"\b{re.escape(t)}\b", policy.text) for t in tools):
         return True
-    own = {w for w in _words([policy.id]) if not re.fullmatch(r"P\d+", w)} - _ID_NOISE
-    seen = _words([*nodes, *(t.expect_decision for t in scenario.turns)]) - _ID_NOISE
-    return bool(own & seen)
+    seen = frozenset().union(
+        *(id_topics(n) for n in (*nodes, *(t.expect_decision for t in scenario.turns)) if n)
+    )
+    return bool(id_topics(policy.id) & seen)
 
 
 def safety_reasons(spec: Spec, bindings: Bindings, scenario: Scenario) -> list[str]:

@@ -47,6 +47,7 @@ from agentprop._spec.grounding import (
     default_grounding,
     default_provenance,
 )
+from agentprop._spec.implied import id_topics
 from agentprop._spec.model import Spec, derived, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop._spec.response import response_model
@@ -235,32 +236,6 @@ def _no_advice(
     return no_prohibited_advice(trace, forbidden, clause=clause, assent_turns=assent_turns)
 
 
-_ID_NOISE = frozenset(
-    {
-        "NO",
-        "NOT",
-        "NEVER",
-        "MUST",
-        "ALWAYS",
-        "BEFORE",
-        "AFTER",
-        "ONLY",
-        "END",
-        "ON",
-        "IF",
-        "THE",
-        "A",
-        "N",
-    }
-)
-
-
-def _id_words(name: str) -> set[str]:
-    return {
-        w for w in name.upper().split("_") if w and not re.fullmatch(r"[PN]\d+[A-Z]?", w)
-    } - _ID_NOISE
-
-
 def advice_policies(spec: Spec) -> list[tuple[str, Prohibition]]:
     """``(policies.ID, prohibition)`` of each policy that names no tool, node or decision and
     forbids advice (:meth:`Prohibition.of_advice`), safety policy or not: only a reply can break
@@ -293,7 +268,7 @@ def _advice_exercised(
     ``P3_NO_MEDICAL_ADVICE``): the user asked there about what the policy forbids."""
     out = []
     for clause, forbidden in advice_policies(spec):
-        own = _id_words(clause.removeprefix("policies."))
+        own = id_topics(clause.removeprefix("policies."))
         turns = tuple(
             i
             for i, t in enumerate(scenario.turns)
@@ -305,7 +280,7 @@ def _advice_exercised(
                     t.expect_decision or "",
                     scenario.leaf if i == len(scenario.turns) - 1 else "",
                 )
-                for w in _id_words(n)
+                for w in id_topics(n)
             }
         )
         if turns:
