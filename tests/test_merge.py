@@ -205,7 +205,7 @@ def test_shards_of_another_run_are_refused_naming_what_differs(runs: Path, tmp_p
         (other / name).write_text((other / name).read_text().replace('"seed":3', '"seed":4'))
     error = _merge_error([runs / "s1", other, runs / "s3"])
     assert f"{other} is not a shard of the run of {runs / 's1'}: its seed is 4, not 3" in error
-    # records of two shards in one directory (--records appends)
+    # records of two shards in one directory (appended or copied together by hand)
     mixed = tmp_path / "mixed"
     shutil.copytree(runs / "s1", mixed)
     with open(mixed / RECORDS_FILE, "a") as f:

@@ -291,3 +291,35 @@ def test_the_files_of_processes_sharing_a_directory_read_as_one(tmp_path: Path) 
         )
     # a reader of one file sees that process's numbers, as it wrote them
     assert {r.decision for r in read_records(tmp_path / "trials-gw1.jsonl")} == {1, 2}
+
+
+def test_a_records_dir_holding_an_earlier_run_is_refused_or_replaced(tmp_path: Path) -> None:
+    """``--records`` appended to a directory an earlier run had used: the records of two runs
+    read as one, and ``agentprop merge`` counted both. Such a directory is an input error
+    naming it and the fix, unless ``--replace-records`` deletes the earlier records first."""
+    records_dir = tmp_path / "records"
+    argv = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--corpus", "none"]
+    argv += ["--records", str(records_dir)]
+    assert main(argv, out=io.StringIO(), err=io.StringIO()) == 0
+    first = (records_dir / RECORDS_FILE).read_text()
+    decisions = sum(isinstance(r, DecisionStart) for r in read_records(records_dir))
+    assert decisions > 0
+    (records_dir / "notes.txt").write_text("mine")
+
+    err = io.StringIO()
+    assert main(argv, out=io.StringIO(), err=err) == 2
+    assert f"--records {records_dir}: the directory holds the records of an earlier run " in (
+        err.getvalue()
+    )
+    assert "(traces.jsonl, trials.jsonl)" in err.getvalue()
+    assert "give an empty or new directory, or pass --replace-records" in err.getvalue()
+    assert (records_dir / RECORDS_FILE).read_text() == first  # nothing added
+
+    out = io.StringIO()
+    assert main([*argv, "--replace-records"], out=out, err=io.StringIO()) == 0, out.getvalue()
+    assert sum(isinstance(r, DecisionStart) for r in read_records(records_dir)) == decisions
+    assert (records_dir / "notes.txt").read_text() == "mine"  # not a record: kept
+
+    err = io.StringIO()
+    assert main([*argv[:-2], "--replace-records"], out=io.StringIO(), err=err) == 2
+    assert "add --records DIR, or drop --replace-records" in err.getvalue()

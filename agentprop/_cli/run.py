@@ -159,7 +159,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--records",
         metavar="DIR",
         help="stream a record of every trial to DIR/trials.jsonl and the trace of every run to "
-        "DIR/traces.jsonl as they end (schema agentprop.trials/1; appended to)",
+        "DIR/traces.jsonl as they end (schema agentprop.trials/1); DIR may not hold an earlier "
+        "run's records",
+    )
+    run.add_argument(
+        "--replace-records",
+        action="store_true",
+        help="with --records DIR: delete the records an earlier run left in DIR first",
     )
     run.add_argument(
         "--shard",
@@ -249,12 +255,37 @@ def explore_seed(args: argparse.Namespace) -> int:
     return secrets.randbelow(1_000_000) + 1
 
 
-def open_records(directory: str) -> Recorder:
-    """The recorder of ``--records DIR`` (created if missing); a directory that cannot be written
-    is an input error."""
-    from agentprop._decide.records import Recorder
+def check_records_args(args: argparse.Namespace) -> None:
+    """``--records DIR`` may not hold an earlier run's records (appended to, the two runs would
+    read as one) unless ``--replace-records`` says to delete them; checked before any work."""
+    from agentprop._decide.records import earlier_records
+
+    if args.replace_records and not args.records:
+        raise InputError(
+            "--replace-records replaces the records of --records DIR, and no --records was given",
+            fix="add --records DIR, or drop --replace-records",
+        )
+    earlier = earlier_records(args.records) if args.records else []
+    if earlier and not args.replace_records:
+        raise InputError(
+            f"--records {args.records}: the directory holds the records of an earlier run "
+            f"({', '.join(p.name for p in earlier)}); this run's would be added to them, and "
+            "`agentprop merge` would count both runs",
+            fix="give an empty or new directory, or pass --replace-records to delete those "
+            "files first",
+        )
+
+
+def open_records(directory: str, *, replace: bool = False) -> Recorder:
+    """The recorder of ``--records DIR`` (created if missing), after deleting the records an
+    earlier run left there if ``replace`` (``--replace-records``); a directory that cannot be
+    written is an input error."""
+    from agentprop._decide.records import Recorder, earlier_records
 
     try:
+        if replace:
+            for path in earlier_records(directory):
+                path.unlink()
         return Recorder(directory)
     except OSError as exc:
         raise InputError(
@@ -324,6 +355,7 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
     from agentprop._spec.requirements import unchecked_requirements
 
     check_report_outputs(args)
+    check_records_args(args)
     shard = parse_shard(args.shard) if args.shard else None
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = load_cli_agent(args, project, out)
@@ -434,7 +466,7 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
             if model_agent is not None:
                 await model_agent.aclose()
 
-    recorder = open_records(args.records) if args.records else None
+    recorder = open_records(args.records, replace=args.replace_records) if args.records else None
     if recorder is not None and shard is not None:
         recorder.set_shard(shard_info(project, agent, settings, shard))
     try:

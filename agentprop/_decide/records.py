@@ -45,6 +45,7 @@ __all__ = [
     "ShardInfo",
     "TrialLine",
     "current_recorder",
+    "earlier_records",
     "read_records",
     "recompute",
     "records_files",
@@ -449,6 +450,18 @@ def records_files(directory: str | Path) -> list[Path]:
     where = Path(directory)
     whole = [where / RECORDS_FILE] if (where / RECORDS_FILE).is_file() else []
     return whole + sorted(p for p in where.glob(_part_file(RECORDS_FILE, "*")) if p.is_file())
+
+
+def earlier_records(directory: str | Path) -> list[Path]:
+    """The files a run recording into ``directory`` writes that are already there, from an
+    earlier run (records, traces, a shard's files), by name; ``[]`` for a missing directory."""
+    where = Path(directory)
+    if not where.is_dir():
+        return []
+    names = {RECORDS_FILE, TRACES_FILE, SHARD_FILE, REPORT_FILE, CHECKS_FILE}
+    parts = (_part_file(RECORDS_FILE, "*"), _part_file(TRACES_FILE, "*"))
+    found = {where / n for n in names} | {p for g in parts for p in where.glob(g)}
+    return sorted(p for p in found if p.is_file())
 
 
 def read_records(path: str | Path) -> Iterator[AnyRecord]:
