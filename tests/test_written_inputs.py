@@ -575,3 +575,25 @@ def test_the_simulated_user_answers_the_agents_live_question(
             f"The assistant just wrote to you:\n<<<\n{question.strip()}\n>>>" in p for p in asked
         ), question
         assert any(sent[len("Oh. ") :] in p for p in asked)
+
+
+def test_the_command_line_stops_with_a_usage_error_when_the_input_model_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request the input model cannot answer (here: never recorded, in replay-only mode) ends
+    the run with exit 2 and a message naming --input-model, not a traceback."""
+    import io
+
+    from agentprop._cli import main
+
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    argv = ["run", str(ROOT / "examples" / "supportops"), "--kinds", "explore", "--explore", "8"]
+    argv += ["--case", PII, "--runs", "1", "--corpus", "none", "--explore-seed", "1"]
+    argv += ["--input-model", "anthropic:writer-test", "--cache-mode", "replay-only"]
+    code = main(argv, out=out, err=out)
+    printed = out.getvalue()
+    assert code == 2, printed
+    named = "--input-model anthropic:writer-test: a text this run needs was never recorded"
+    assert named in printed
+    assert "Traceback" not in printed

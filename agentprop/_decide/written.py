@@ -20,13 +20,20 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from agentprop._modelapi.client import ModelClient
 from agentprop._modelapi.providers import TextPrompt, provider_named
 from agentprop._util.aio import run_sync
-from agentprop.errors import InvalidArgument, ParaphrasePoolError
+from agentprop.errors import (
+    BudgetExhausted,
+    CacheMiss,
+    InputError,
+    InvalidArgument,
+    ParaphrasePoolError,
+)
 from agentprop.strategies._internal.llm_pool import PoolScreen, RejectedParaphrase, parse_candidates
 
 __all__ = [
     "PERSONAS",
     "PROMPT_VERSION",
     "InputModelOptions",
+    "InputModelUnavailable",
     "InputWriter",
     "WrittenChoice",
     "WrittenTurn",
@@ -108,6 +115,8 @@ class InputModelOptions(BaseModel):
     api_key: str | None = None
     cache: str | None = None
     cache_mode: str | None = None
+    option: str = "--input-model"
+    """The option that set ``model`` (named in errors: ``--agentprop-input-model`` in pytest)."""
 
     @field_validator("model")
     @classmethod
@@ -133,6 +142,11 @@ class InputModelOptions(BaseModel):
     @property
     def enabled(self) -> bool:
         return self.model is not None
+
+
+class InputModelUnavailable(InputError):
+    """The input model could not write a text: its endpoint cannot be reached, its key is
+    missing, or a replayed request was never recorded. A usage error naming the option."""
 
 
 class WrittenChoice(BaseModel):
@@ -360,11 +374,19 @@ class InputWriter:
     def _ask(self, turn: WrittenTurn, prompt: TextPrompt, *, simulated: bool) -> tuple[str, ...]:
         self.stats.requests += 1
         what = "simulated user" if simulated else "input model"
-        reply, _ = run_sync(
-            self.client.text(
-                prompt, trial=self.options.seed, seed_parts=("written", PROMPT_VERSION), what=what
+        try:
+            reply, _ = run_sync(
+                self.client.text(
+                    prompt,
+                    trial=self.options.seed,
+                    seed_parts=("written", PROMPT_VERSION),
+                    what=what,
+                )
             )
-        )
+        except (BudgetExhausted, InvalidArgument):
+            raise
+        except Exception as exc:
+            raise self.unavailable(exc) from exc
         try:
             candidates, _ = parse_candidates(reply)
         except ParaphrasePoolError:
@@ -389,6 +411,26 @@ class InputWriter:
                         {"turn": result.text, "reason": reason, "detail": result.detail}
                     )
         return tuple(kept)
+
+    def unavailable(self, exc: BaseException) -> InputModelUnavailable:
+        """The error that says the input model wrote nothing because of ``exc`` (its endpoint
+        cannot be reached, its key is missing, a replayed request was never recorded)."""
+        option, model = self.options.option, self.model
+        if isinstance(exc, CacheMiss):
+            return InputModelUnavailable(
+                f"{option} {model}: a text this run needs was never recorded in the API cache, "
+                f"which is replay-only ({str(exc).splitlines()[0]})",
+                fix="record it once with the model reachable (cache mode read-write), or drop "
+                f"{option}",
+            )
+        where = self.client.resolved_base_url() or "the provider's endpoint"
+        return InputModelUnavailable(
+            f"{option} {model}: the input model at {where} could not write a text "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})",
+            fix=f"start the model's server or point {self.client.provider.base_url_env} at it, "
+            f"set {self.client.provider.key_env}, replay recorded texts offline (cache mode "
+            f"replay-only), or drop {option}",
+        )
 
     def summary(self) -> dict[str, Any]:
         """The report's ``input_model`` section."""
