@@ -233,6 +233,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(report.json); with --agentprop-shard, the DIR `agentprop merge` takes",
     )
     group.addoption(
+        "--agentprop-input-model",
+        default=None,
+        metavar="PROVIDER:MODEL",
+        help="the strategies that draw from templates (aps.paraphrases, aps.conversations) also "
+        "draw texts this model wrote (anthropic:..., openai:..., openai-responses:...), "
+        "validated, cached in the API cache and replayed offline (--agentprop-cache-mode "
+        "replay-only) (default $AGENTPROP_INPUT_MODEL, else the agentprop_input_model ini option; "
+        "docs/model-written-inputs.md)",
+    )
+    group.addoption(
+        "--agentprop-simulated-user",
+        action="store_true",
+        default=False,
+        help="with --agentprop-input-model: the follow-up turns aps.conversations draws (the "
+        "user's answers) are also written by a simulated user with a persona (patient, "
+        "hurried, confused, adversarial); its rejected turns are counted, never sent",
+    )
+    group.addoption(
         "--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture"
     )
     group.addoption(
@@ -247,6 +265,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "agentprop_spec", "spec (directory) loaded by the agentprop_project fixture", default=""
     )
     parser.addini("agentprop_memo", "memo file of agent runs ('none' for memory only)", default="")
+    parser.addini(
+        "agentprop_input_model",
+        "PROVIDER:MODEL that also writes the inputs the strategies draw from templates",
+        default="",
+    )
+    parser.addini(
+        "agentprop_simulated_user",
+        "with an input model: follow-up turns also written by a simulated user",
+        type="bool",
+        default=False,
+    )
 
 
 def _opt(config: pytest.Config, name: str) -> Any:
@@ -293,6 +322,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the user asked for agentprop: a memo file that cannot be used is a usage error now
     if _configured(config):
         _session(config)
+    _start_input_model(config)
 
 
 def _configured(config: pytest.Config) -> bool:
@@ -310,7 +340,97 @@ def _configured(config: pytest.Config) -> bool:
         _uses_agentprop(config)
         or bool(config.getini("agentprop_memo"))
         or any(_opt(config, o) for o in options)
+        or bool(_input_model(config))
     )
+
+
+INPUT_MODEL_ENV = "AGENTPROP_INPUT_MODEL"
+"""The environment variable ``--agentprop-input-model`` defaults to."""
+_REALISER_KEY = pytest.StashKey[Any]()
+_WRITER_KEY = pytest.StashKey[Any]()
+_WRITTEN_KEY = pytest.StashKey[list[dict[str, Any]]]()
+"""The input model's summaries the pytest-xdist workers sent (the controller writes none)."""
+
+
+def _input_model(config: pytest.Config) -> str:
+    """``--agentprop-input-model``, else ``$AGENTPROP_INPUT_MODEL``, else the ini option."""
+    return str(
+        _opt(config, "--agentprop-input-model")
+        or os.environ.get(INPUT_MODEL_ENV, "")
+        or config.getini("agentprop_input_model")
+        or ""
+    ).strip()
+
+
+def _start_input_model(config: pytest.Config) -> None:
+    """With ``--agentprop-input-model``: the session's input writer, checked now (a bad name, a
+    missing key or an endpoint that cannot be reached is a usage error naming the option), made
+    the strategies' realiser until unconfigure."""
+    model = _input_model(config)
+    simulated = bool(
+        _opt(config, "--agentprop-simulated-user") or config.getini("agentprop_simulated_user")
+    )
+    if not model:
+        if simulated:
+            raise pytest.UsageError(
+                "--agentprop-simulated-user needs a model to play the user: add "
+                "--agentprop-input-model PROVIDER:MODEL (or set $AGENTPROP_INPUT_MODEL, or the "
+                "agentprop_input_model ini option)"
+            )
+        return
+    from pydantic import ValidationError
+
+    from agentprop._decide.written import InputModelOptions, InputWriter, SessionRealiser
+    from agentprop.strategies._internal.model_written import set_realiser
+
+    session = _session(config)
+    try:
+        options = InputModelOptions(
+            model=model,
+            simulated_user=simulated,
+            seed=session.seed,
+            option="--agentprop-input-model",
+        )
+    except ValidationError as exc:
+        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        reason = reason.replace("--input-model", "--agentprop-input-model")
+        raise pytest.UsageError(reason) from None
+    writer = InputWriter(options)
+    _check_reachable(writer)
+    config.stash[_WRITER_KEY] = writer
+    config.stash[_REALISER_KEY] = set_realiser(SessionRealiser(writer))
+
+
+def _check_reachable(writer: Any) -> None:
+    """A usage error unless the input model can answer: in replay-only mode nothing is needed
+    (a text never recorded is an error when drawn); else a key (for the provider's own host)
+    and an endpoint that accepts a connection. No request is sent."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from agentprop._modelapi.cache import CacheMode
+    from agentprop.errors import MissingApiKey
+
+    client = writer.client
+    if client.cache.mode is CacheMode.REPLAY_ONLY:
+        return
+    try:
+        client.api_key()
+    except MissingApiKey as exc:
+        raise pytest.UsageError(f"--agentprop-input-model {writer.model}: {exc}") from None
+    base = client.resolved_base_url() or f"https://{client.provider.official_hosts[0]}"
+    parts = urlsplit(base)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--agentprop-input-model {writer.model}: cannot reach the model at {base} "
+            f"({exc.strerror or exc}); start its server or point "
+            f"{client.provider.base_url_env} at it, or replay recorded texts offline with "
+            "--agentprop-cache-mode replay-only"
+        ) from None
 
 
 def _start_session(config: pytest.Config) -> Session:
@@ -456,6 +576,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         }
         exported["draws"] = session.config.stash.get(_DRAWS_KEY, {})
         workeroutput["agentprop"] = json.dumps(exported)
+    writer = session.config.stash.get(_WRITER_KEY, None)
+    if workeroutput is not None and writer is not None:
+        workeroutput["agentprop_input_model"] = json.dumps(writer.summary())
     path = _opt(session.config, "--agentprop-json")
     if workeroutput is None and path:  # the controller (or a run without workers): the whole run's
         _write_json(session.config, Path(path))
@@ -517,11 +640,28 @@ def _session_data(config: pytest.Config) -> dict[str, Any]:
         ]
         data.update(profile=session.profile, seed=session.seed, checks=checks, **session.export())
         data["memo_hits"] = session.memo_hits
+    written = _input_model_summary(config)
+    if written is not None:
+        data["input_model"] = written
     return data
+
+
+def _input_model_summary(config: pytest.Config) -> dict[str, Any] | None:
+    """What the input model wrote in this run (this process's and every worker's), or ``None``
+    without ``--agentprop-input-model``."""
+    writer = config.stash.get(_WRITER_KEY, None)
+    if writer is None:
+        return None
+    from agentprop._decide.written import merge_summaries
+
+    return merge_summaries([writer.summary(), *config.stash.get(_WRITTEN_KEY, [])])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
+    written = getattr(node, "workeroutput", {}).get("agentprop_input_model")
+    if written:
+        node.config.stash.setdefault(_WRITTEN_KEY, []).append(json.loads(written))
     data = getattr(node, "workeroutput", {}).get("agentprop")
     if data:
         got = json.loads(data)
@@ -534,6 +674,12 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    realiser = config.stash.get(_REALISER_KEY, None)
+    if realiser is not None:
+        from agentprop.strategies._internal.model_written import reset_realiser
+
+        reset_realiser(realiser)
+        del config.stash[_REALISER_KEY]
     ledger_dir = config.stash.get(_LEDGER_DIR_KEY, None)
     if ledger_dir is not None:
         ledger_dir.cleanup()
@@ -973,6 +1119,13 @@ def openai_server() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    written = _input_model_summary(config)
+    if written is not None:
+        from agentprop._decide.written import describe_summary
+
+        terminalreporter.section("agentprop input model")
+        for line in describe_summary(written).splitlines():
+            terminalreporter.write_line(line)
     session = config.stash.get(SESSION_KEY, None)
     if session is None:  # no check ran: nothing to say, and nothing to import
         return

@@ -34,6 +34,7 @@ HOST_ENVIRONMENT = (
     "OPENAI_BASE_URL",
     "AGENTPROP_STORE",
     "AGENTPROP_RUN_ID",
+    "AGENTPROP_INPUT_MODEL",
 )
 for _name in HOST_ENVIRONMENT:
     os.environ.pop(_name, None)

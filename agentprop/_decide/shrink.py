@@ -176,7 +176,7 @@ def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices 
         if (
             isinstance(message, Paraphrase)
             and message.original == turn.user_message
-            and all(s.name != "pool" for s in message.transforms)
+            and all(s.name != "pool" and ":" not in s.name for s in message.transforms)
         ):
             turns.append(
                 TurnChoice(steps=tuple((s.name, tuple(s.params)) for s in message.transforms))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,16 +28,20 @@ from agentprop.errors import (
     ParaphrasePoolError,
 )
 from agentprop.strategies._internal.llm_pool import PoolScreen, RejectedParaphrase, parse_candidates
+from agentprop.strategies._internal.model_written import Realisation
 
 __all__ = [
     "PERSONAS",
     "PROMPT_VERSION",
     "InputModelOptions",
     "InputModelUnavailable",
+    "SessionRealiser",
     "InputWriter",
     "WrittenChoice",
     "WrittenTurn",
+    "describe_summary",
     "family_prompt",
+    "merge_summaries",
     "user_prompt",
 ]
 
@@ -459,23 +463,106 @@ class InputWriter:
 
     def describe(self) -> str:
         """The terminal summary's line(s)."""
-        s = self.stats
-        why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items()))
-        calls = self.client.stats()
-        line = (
-            f"input model {self.model}: {s.requests} prompt(s) ({calls['live_calls']} live "
-            f"call(s), {calls['cache_hits']} from the API cache), {s.generated} text(s) written, "
-            f"{s.kept} kept, {sum(s.dropped.values())} dropped"
+        return describe_summary(self.summary())
+
+
+def describe_summary(summary: Mapping[str, Any]) -> str:
+    """The terminal summary's line(s) of an input model's :meth:`InputWriter.summary`."""
+    reasons: Mapping[str, int] = summary["dropped_reasons"]
+    why = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    line = (
+        f"input model {summary['model']}: {summary['prompts']} prompt(s) "
+        f"({summary['live_calls']} live call(s), {summary['cache_hits']} from the API cache), "
+        f"{summary['generated']} text(s) written, {summary['kept']} kept, "
+        f"{summary['dropped']} dropped"
+    )
+    line += f" ({why})" if why else ""
+    user = summary.get("simulated_user")
+    if user is not None:
+        turns, rejected = user["turns"], user["rejected"]
+        rate = f"{rejected / turns:.0%}" if turns else "n/a (none written)"
+        named = ", ".join(f"{k} {v}" for k, v in sorted(user["rejected_reasons"].items()))
+        line += (
+            f"\nsimulated user: {turns} turn(s) written, {rejected} rejected as the "
+            f"simulator's error ({rate})"
+            + (f": {named}" if named else "")
+            + "; rejected turns are never sent to the agent"
         )
-        line += f" ({why})" if why else ""
-        if self.options.simulated_user:
-            rejected = sum(s.user_rejected.values())
-            rate = f"{rejected / s.user_turns:.0%}" if s.user_turns else "n/a (none written)"
-            reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.user_rejected.items()))
-            line += (
-                f"\nsimulated user: {s.user_turns} turn(s) written, {rejected} rejected as the "
-                f"simulator's error ({rate})"
-                + (f": {reasons}" if reasons else "")
-                + "; rejected turns are never sent to the agent"
-            )
-        return line
+    return line
+
+
+def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary of several processes' (pytest-xdist workers'): counts added up."""
+    first = summaries[0]
+    out: dict[str, Any] = {"model": first["model"], "seed": first["seed"]}
+    for name in ("prompts", "live_calls", "cache_hits", "generated", "kept", "dropped"):
+        out[name] = sum(int(s[name]) for s in summaries)
+    reasons: Counter[str] = Counter()
+    for s in summaries:
+        reasons.update(s["dropped_reasons"])
+    out["dropped_reasons"] = dict(sorted(reasons.items()))
+    users = [s["simulated_user"] for s in summaries if "simulated_user" in s]
+    if users:
+        turns = sum(int(u["turns"]) for u in users)
+        rejected = sum(int(u["rejected"]) for u in users)
+        why: Counter[str] = Counter()
+        for u in users:
+            why.update(u["rejected_reasons"])
+        out["simulated_user"] = {
+            "turns": turns,
+            "rejected": rejected,
+            "rejected_rate": round(rejected / turns, 4) if turns else None,
+            "rejected_reasons": dict(sorted(why.items())),
+            "rejected_examples": [e for u in users for e in u["rejected_examples"]][:20],
+        }
+    return out
+
+
+class SessionRealiser:
+    """The strategies' realiser (:mod:`agentprop.strategies._internal.model_written`) of a
+    pytest session: a request is written in every family :meth:`InputWriter.families_for` offers
+    it (the template in any wording, then the registers), an answer by the simulated user in
+    each persona when it is on (else in any wording); each template's texts are fetched once and
+    remembered, and so is an error (raised again without another request)."""
+
+    def __init__(self, writer: InputWriter) -> None:
+        self.writer = writer
+        self._done: dict[tuple[Any, ...], tuple[Realisation, ...] | InputError] = {}
+        self._lock = threading.Lock()
+
+    def realisations(
+        self,
+        text: str,
+        *,
+        lang: str,
+        protect: Sequence[str],
+        role: str = "request",
+        goal: str = "",
+    ) -> tuple[Realisation, ...]:
+        key = (text, lang, tuple(protect), role, goal)
+        with self._lock:
+            done = self._done.get(key)
+            if done is None:
+                try:
+                    done = self._fetch(text, lang, tuple(protect), role, goal)
+                except InputError as exc:
+                    done = exc
+                self._done[key] = done
+        if isinstance(done, InputError):
+            raise done
+        return done
+
+    def _fetch(
+        self, text: str, lang: str, protect: tuple[str, ...], role: str, goal: str
+    ) -> tuple[Realisation, ...]:
+        writer = self.writer
+        turn = WrittenTurn(text, lang, role, protect, goal or text)
+        if role != "request" and writer.options.simulated_user:
+            choices = [WrittenChoice(persona=p, traits=t) for p, t in PERSONAS.items()]
+        else:
+            choices = [WrittenChoice(family=f) for f in writer.families_for(role, ())]
+        return tuple(
+            Realisation(choice.family_key.removeprefix("model:"), written)
+            for choice in choices
+            for written in writer.texts(turn, choice)
+        )

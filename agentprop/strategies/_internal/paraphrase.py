@@ -23,6 +23,7 @@ from hypothesis.strategies import SearchStrategy
 
 from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.strategies._internal.language import Language, language_for
+from agentprop.strategies._internal.model_written import Realiser, current_realiser
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop.strategies._internal.slots import (
     Slot,
@@ -45,6 +46,7 @@ __all__ = [
     "apply_transforms",
     "paraphrases",
     "rerender",
+    "turn_paraphrases",
 ]
 
 
@@ -216,6 +218,11 @@ def rerender(paraphrase: Paraphrase, steps: Iterable[Step]) -> Paraphrase | None
     plan = paraphrase.__dict__.get("_plan")
     if not isinstance(plan, _Plan):
         return None
+    steps = list(steps)
+    if any(s.name.startswith(MODEL_STEP) for s in paraphrase.transforms):
+        # a model-written text is one choice: kept whole, or left out (the template itself)
+        kept = any(s.name.startswith(MODEL_STEP) for s in steps)
+        return paraphrase if kept else plan.render(0, [])
     if plan.render(*_plan_steps(paraphrase.transforms)).text != paraphrase.text:
         return None
     return plan.render(*_plan_steps(steps))
@@ -396,8 +403,44 @@ def _step_strategy(
     return _step_strategy_for(tuple((t.name, b) for t, b in zip(candidates, bounds)))
 
 
+MODEL_STEP = "model:"
+"""The prefix of a model-written paraphrase's one step (``model:hedge``, ``model:user:hurried``):
+its family; its ``index`` is the text's place among the realiser's texts for the template."""
+
+
+def _written(
+    draw: st.DrawFn, plan: _Plan, realiser: Realiser, role: str, goal: str
+) -> Paraphrase | None:
+    """With a realiser in force: a model-written text of the template, or ``None`` (the
+    template's own draw follows). The first choice is a boolean whose simplest value keeps the
+    template; the realiser's texts are fixed once fetched, so shrinking never asks the model."""
+    protect = tuple(dict.fromkeys(plan.sources[0].mapping.values()))
+    texts = realiser.realisations(
+        plan.original, lang=plan.lang_code, protect=protect, role=role, goal=goal
+    )
+    if not texts or not draw(st.booleans()):
+        return None
+    index = draw(st.integers(0, len(texts) - 1))
+    chosen = texts[index]
+    result = Paraphrase(
+        chosen.text,
+        original=plan.original,
+        transforms=[Step(MODEL_STEP + chosen.family, (("index", index),))],
+        lang=plan.lang_code,
+    )
+    object.__setattr__(result, "_plan", plan)
+    return result
+
+
 @st.composite
-def _paraphrase_strategy(draw: st.DrawFn, plan: _Plan) -> Paraphrase:
+def _paraphrase_strategy(
+    draw: st.DrawFn, plan: _Plan, role: str = "request", goal: str = ""
+) -> Paraphrase:
+    realiser = current_realiser()
+    written = _written(draw, plan, realiser, role, goal) if realiser is not None else None
+    if written is not None:
+        note(f"Paraphrase: {written.describe()}")
+        return written
     index = draw(plan.pool_strategy) if plan.pool_strategy is not None else 0
     steps = draw(plan.steps_strategy) if plan.steps_strategy is not None else []
     result = plan.render(index, steps)
@@ -446,6 +489,32 @@ def paraphrases(
         filter_available=True,
     )
     return _paraphrase_strategy(plan)
+
+
+def turn_paraphrases(
+    text: str,
+    *,
+    role: str,
+    goal: str,
+    lang: str = "en",
+    protect: Sequence[str | re.Pattern[str]] = (),
+    max_transforms: int = 4,
+) -> SearchStrategy[Paraphrase]:
+    """:func:`paraphrases` of one turn of a conversation: an input model in force writes it as a
+    turn of ``role`` (``request``, ``answer``) of the conversation whose first message is
+    ``goal``; without one, the very same draws as :func:`paraphrases`."""
+    plan = build_plan(
+        text,
+        lang=lang,
+        packs=None,
+        protect=protect,
+        pool=(),
+        max_transforms=max_transforms,
+        max_typos=2,
+        transforms=None,
+        filter_available=True,
+    )
+    return _paraphrase_strategy(plan, role, goal)
 
 
 def apply_transforms(

@@ -585,13 +585,24 @@ def conversations(
         except InvalidArgument as exc:
             raise InvalidArgument(f"{where}: {exc}") from None
     plan = _plan_worlds(spec, bindings, path, max_steps, where)
-    cache: dict[tuple[str, tuple[str, ...]], SearchStrategy[Any]] = {}
+    cache: dict[tuple[str, tuple[str, ...], str], SearchStrategy[Any]] = {}
 
-    def paraphrased(text: str, protect: tuple[str, ...]) -> SearchStrategy[Any]:
-        key = (text, protect)
+    def paraphrased(text: str, protect: tuple[str, ...], goal: str) -> SearchStrategy[Any]:
+        # a follow-up turn (the user's answer) knows the conversation's goal, its first message:
+        # what an input model in force (a simulated user) writes it from
+        key = (text, protect, goal)
         if key not in cache:
             assert para is not None
-            cache[key] = para(text, lang=lang, protect=list(protect), max_transforms=max_transforms)
+            from agentprop.strategies._internal.paraphrase import turn_paraphrases
+
+            cache[key] = turn_paraphrases(
+                text,
+                role="answer" if goal else "request",
+                goal=goal,
+                lang=lang,
+                protect=list(protect),
+                max_transforms=max_transforms,
+            )
         return cache[key]
 
     @st.composite
@@ -618,7 +629,7 @@ def conversations(
             )
             for i, t in enumerate(turns):
                 present = tuple(x for x in protect if x in t.user_message)
-                p = draw(paraphrased(t.user_message, present))
+                p = draw(paraphrased(t.user_message, present, originals[0] if i else ""))
                 t.user_message = str(p)
                 steps[i] = [str(s) for s in getattr(p, "transforms", ())]
         provenance = ConversationProvenance(
