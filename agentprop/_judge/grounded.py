@@ -206,6 +206,10 @@ def _is_word_segment(seg: str) -> bool:
     )
 
 
+_CANARY_MARK = "_CANARY_"
+"""What every planted PII value holds (``DOB_CANARY_4f2a``, see agentprop._scenario.world)."""
+
+
 def looks_like_id(token: str) -> bool:
     """Whether a token is shaped like an identifier: letters and digits joined by ``-`` or
     ``_``, starting with a letter, and either holding a digit in a segment that is not a plain
@@ -479,10 +483,15 @@ class _Sources:
             except ValueError:
                 return []
             return [f"{n:g}" for n in nearest_numbers(x, self.sorted_numbers())]
-        scored = sorted(
-            {clip_text(t) for t in self.texts if t.strip()},
-            key=lambda t: (-_fuzz().ratio(bad.casefold(), t.casefold()), t),
+        # a planted PII canary grounds a statement, but is never offered as what the agent
+        # could have said; an id is compared with ids, not with whole outputs or field names
+        texts = [t for t in self.texts if t.strip() and _CANARY_MARK not in t]
+        pool = (
+            {i for t in texts for i in stated_ids(t)}
+            if kind == "ids"
+            else {clip_text(t) for t in texts}
         )
+        scored = sorted(pool, key=lambda t: (-_fuzz().ratio(bad.casefold(), t.casefold()), t))
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
