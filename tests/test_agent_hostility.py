@@ -65,6 +65,7 @@ def _default_sigint() -> None:
     it ignored: without this, the child of a test suite started in the background by a shell
     (``pytest ... &`` in a script, which ignores SIGINT) never sees its Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture
@@ -131,6 +132,38 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
     )
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to the own process")
+def test_sigterm_during_run_writes_the_partial_report_and_exits_143(tmp_path: Path) -> None:
+    """A CI runner cancelling a job sends SIGTERM: the run died at once, with no report. It now
+    ends as on Ctrl-C, the reports holding the cases decided and naming SIGTERM, exit 143."""
+    project = project_with(
+        tmp_path, "interrupting", INTERRUPTING.replace("signal.SIGINT", "signal.SIGTERM")
+    )
+    outputs = {name: tmp_path / f"r.{name}" for name in ("json", "junit", "markdown")}
+    flags = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
+    argv = ["run", str(project), "--agent", "interrupting:Interrupting", "--runs", "3"]
+    argv += ["--concurrency", "1", "--kinds", "mft", "--corpus", "none"]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentprop", *argv, *flags],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+    )
+    assert done.returncode == 143, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    report = json.loads(outputs["json"].read_text())
+    interrupted = report["metrics"]["extra"]["interrupted"]
+    decided = interrupted["cases_decided"]
+    assert 0 < decided < interrupted["cases_planned"] and len(report["cases"]) == decided
+    assert interrupted["by"] == "SIGTERM"
+    assert f"interrupted by SIGTERM: {decided} case(s) decided before it" in done.stdout
+    assert "interrupted (SIGTERM) after" in outputs["junit"].read_text()
+    assert "**Interrupted** (SIGTERM)" in outputs["markdown"].read_text()
+
+
 PRESSES_CTRL_C_AT = """
 import os
 import signal
@@ -145,9 +178,9 @@ name, times = sys.argv[1].partition("*")[::2]
 original = getattr(run, name)
 
 
-def press():  # Ctrl-C as this stage of the run starts, once or more
+def press():  # Ctrl-C (or $SIGNAL) as this stage of the run starts, once or more
     for _ in range(int(times or 1)):
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), getattr(signal, os.environ.get("SIGNAL", "SIGINT")))
         time.sleep(0.05)  # each press handled before the next
 
 
@@ -209,13 +242,15 @@ def test_ctrl_c_in_any_stage_of_a_run_ends_it_with_the_cases_decided(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
-@pytest.mark.parametrize("presses", [1, 2])
+@pytest.mark.parametrize(
+    ("presses", "name", "code"), [(1, "SIGINT", 130), (2, "SIGINT", 130), (2, "SIGTERM", 143)]
+)
 def test_ctrl_c_once_the_run_is_decided_keeps_it_and_twice_exits_at_once(
-    tmp_path: Path, presses: int
+    tmp_path: Path, presses: int, name: str, code: int
 ) -> None:
     """Pressed as the table is printed, after the last case was decided: once, the reports are
     written in full and the run exits 130 saying so (Python's handler threw the run away
-    there); twice, it exits at once."""
+    there); twice, it exits at once (after SIGTERM, with 143)."""
     report_path = tmp_path / "r.json"
     argv = ["run", str(SUPPORTOPS), "--kinds", "mft", "--corpus", "none", "--runs", "1"]
     done = subprocess.run(
@@ -223,19 +258,20 @@ def test_ctrl_c_once_the_run_is_decided_keeps_it_and_twice_exits_at_once(
         + ["--json", str(report_path)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SIGNAL": name},
         timeout=300,
         cwd=tmp_path,
         preexec_fn=_default_sigint,
     )
-    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.returncode == code, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     if presses == 1:
         report = json.loads(report_path.read_text())
         assert "interrupted" not in report["metrics"]["extra"] and len(report["cases"]) == 25
         assert "interrupted: after every case was decided" in done.stdout
     else:
-        assert not report_path.exists() and done.stderr.strip() == "agentprop: interrupted"
+        said = "agentprop: interrupted" + (" (SIGTERM)" if name == "SIGTERM" else "")
+        assert not report_path.exists() and done.stderr.strip() == said
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")

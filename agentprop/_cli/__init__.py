@@ -28,7 +28,8 @@ from agentprop._cli import (
     tdad,
 )
 from agentprop._cli import compile as compile_command
-from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE
+from agentprop._cli.ctrl_c import exit_code
 from agentprop._util.refs import did_you_mean
 from agentprop._util.scrub import scrub_text
 from agentprop._util.text import printable
@@ -141,6 +142,9 @@ def main(
         return EXIT_USAGE
     except BrokenPipeError:  # `agentprop run ... | head`
         return EXIT_OK
-    except KeyboardInterrupt:  # Ctrl-C where nothing was decided yet (or a second one)
-        print("agentprop: interrupted", file=err)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C where nothing was decided yet (or a second one)
+        code = exit_code(exc)
+        print(
+            "agentprop: interrupted" + (" (SIGTERM)" if code == EXIT_TERMINATED else ""), file=err
+        )
+        return code

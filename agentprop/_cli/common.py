@@ -31,6 +31,8 @@ every case passed but something the spec describes was not tested (a branch, pat
 policy or retry no case reached, or ``min_branch_coverage`` not met over all branches)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT), as a shell reports it: after the partial report is written."""
+EXIT_TERMINATED = 143
+"""SIGTERM (128 + SIGTERM, a CI runner cancelling the job): as Ctrl-C, with its own code."""
 
 
 def parse_kinds(value: str, *, need_mft: bool = False) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ import asyncio
 import math
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TextIO
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, TextIO
 from agentprop._cli.common import (
     EXIT_FAIL,
     EXIT_INCOMPLETE,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     announce_plan,
@@ -477,6 +477,10 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
             recorder.close()
     if settings.input_writer is not None:  # the shrinker may have asked the model too
         report.metrics.extra["input_model"] = settings.input_writer.summary()
+    interrupted = report.metrics.extra.get("interrupted")
+    if interrupted and ctrl_c.pressed:
+        interrupted["by"] = ctrl_c.name  # the reports say what stopped the run
+    by = "" if ctrl_c.signum == signal.SIGINT else f" by {ctrl_c.name}"
     snapshot = budget.snapshot()
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
@@ -489,12 +493,11 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
         print(model_summary(model_agent.stats(), snapshot), file=out)
     if settings.input_writer is not None:
         print(settings.input_writer.describe(), file=out)
-    interrupted = report.metrics.extra.get("interrupted")
     if interrupted:
         print(
-            f"interrupted: {interrupted['cases_decided']} case(s) decided before it, the rest not "
-            f"run or not decided ({snapshot.runs} runs started, ${snapshot.usd:.4f} spent); the "
-            "reports below hold what was decided",
+            f"interrupted{by}: {interrupted['cases_decided']} case(s) decided before it, the "
+            f"rest not run or not decided ({snapshot.runs} runs started, ${snapshot.usd:.4f} "
+            "spent); the reports below hold what was decided",
             file=out,
         )
     if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
@@ -541,11 +544,11 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
         )
     if ctrl_c.pressed and not interrupted:
         print(
-            "interrupted: after every case was decided; the reports above hold the whole run",
+            f"interrupted{by}: after every case was decided; the reports above hold the whole run",
             file=out,
         )
     if interrupted or ctrl_c.pressed:
-        return EXIT_INTERRUPTED
+        return ctrl_c.exit_code
     if getattr(args, "output_failed", False):
         # the results are kept where the message says; the exit code shows the loss
         return EXIT_USAGE

@@ -259,7 +259,8 @@ def render_junit(report: RunReport) -> str:
             {"classname": xml_text(f"agentprop.{spec_id}.run"), "name": "interrupted"},
         )
         message = (
-            f"the run was interrupted (Ctrl-C) after {interrupted.get('cases_decided', 0)} "
+            f"the run was interrupted ({interrupted.get('by', 'Ctrl-C')}) after "
+            f"{interrupted.get('cases_decided', 0)} "
             "case(s) were decided; the rest were not run"
         )
         ET.SubElement(case, "error", {"type": "INTERRUPTED", "message": xml_text(message)})

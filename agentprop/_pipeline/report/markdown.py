@@ -147,7 +147,8 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         "",
         *(
             [
-                f"**Interrupted** (Ctrl-C): the {interrupted['cases_decided']} case(s) decided "
+                f"**Interrupted** ({interrupted.get('by', 'Ctrl-C')}): the "
+                f"{interrupted['cases_decided']} case(s) decided "
                 "before it; the rest were not run or not decided.",
                 "",
             ]
