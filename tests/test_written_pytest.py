@@ -271,3 +271,38 @@ def test_agentprops_shrinkers_replace_a_model_written_text_by_its_template() -> 
     assert len(units) == 1
     assert _build([p], ()) == (cancel.messages[0],) and _build([p], tuple(units)) == (p.text,)
     assert choices_of_messages(cancel, [p, cancel.messages[1]]) is None
+
+
+TWO_TEMPLATES = """
+import pytest
+from hypothesis import given, settings
+
+import agentprop
+from agentprop import strategies as aps
+
+
+@pytest.mark.parametrize("text", ["Please cancel my order O-1001", "Change my address, order O-7"])
+def test_draws(text):
+    @settings(agentprop.agent_settings(), derandomize=True, database=None, max_examples=5)
+    @given(aps.paraphrases(text, max_transforms=0))
+    def draw(p):
+        pass
+
+    draw()
+"""
+
+
+def test_under_xdist_the_controller_adds_up_the_workers_counts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_two=TWO_TEMPLATES)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-a-real-key")
+    with MessagesServer(handler=loopback_model) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        result = pytester.runpytest_subprocess(
+            "-n", "2", "-p", "no:cacheprovider", "--agentprop-input-model", "anthropic:w"
+        )
+        asked = len(server.requests)
+    result.assert_outcomes(passed=2)
+    assert asked == 10  # two templates, five families each, on whichever workers ran them
+    assert "input model anthropic:w: 10 prompt(s) (10 live call(s)" in result.stdout.str()
