@@ -14,12 +14,9 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from typing import Literal as TypingLiteral
 
-from hypothesis import note
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel
 
 from agentprop._scenario.build import Scenario, build_scenario
@@ -48,6 +45,9 @@ from agentprop.strategies._internal.scenarios import (
     check_node,
     check_spec_bindings,
 )
+
+if TYPE_CHECKING:  # Hypothesis is imported where a strategy is made: a run needs none
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "BoundaryCase",
@@ -902,6 +902,8 @@ def boundary_values(spec: Spec, bindings: Bindings, *, node: str | None = None) 
 
 
 def _noted(case: BoundaryCase) -> BoundaryCase:
+    from hypothesis import note
+
     note(case.describe())
     return case
 
@@ -932,4 +934,6 @@ def boundaries(
                 else " (it has no numeric comparison)"
             )
         )
+    from hypothesis import strategies as st
+
     return st.sampled_from(pool).map(_noted)

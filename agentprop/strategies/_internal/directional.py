@@ -9,11 +9,8 @@ side is computed from the tree, never assumed; what has no pair is listed in
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hypothesis import note
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario
@@ -30,6 +27,9 @@ from agentprop.strategies._internal.scenarios import (
     check_node,
     check_spec_bindings,
 )
+
+if TYPE_CHECKING:  # Hypothesis is imported where a strategy is made: a run needs none
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "DirectionalPair",
@@ -404,6 +404,8 @@ def directional_pairs(spec: Spec, bindings: Bindings, node: str | None = None) -
 
 
 def _noted(pair: DirectionalPair) -> DirectionalPair:
+    from hypothesis import note
+
     note(pair.describe())
     return pair
 
@@ -429,4 +431,6 @@ def directional(
             f"{'realisable ' if realisable_only else ''}directional pair"
             + (":\n  " + "\n  ".join(reasons[:20]) if reasons else "")
         )
+    from hypothesis import strategies as st
+
     return st.sampled_from(pool).map(_noted)

@@ -23,11 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
-from rapidfuzz import fuzz
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMiss
@@ -45,6 +41,9 @@ from agentprop.errors import (
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
 from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars, validate_protect
+
+if TYPE_CHECKING:  # Hypothesis is imported where a strategy is made: a run needs none
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -190,6 +189,8 @@ def _normalise(text: str) -> str:
 
 def similarity_score(a: str, b: str) -> float:
     """The screen's similarity: ``fuzz.ratio`` / 100 of case-folded, whitespace-collapsed text."""
+    from rapidfuzz import fuzz
+
     return float(fuzz.ratio(" ".join(a.casefold().split()), " ".join(b.casefold().split()))) / 100.0
 
 
@@ -1164,4 +1165,6 @@ def llm_paraphrases(
         return lazy()
 
     definition.__name__ = definition.__qualname__ = repr(lazy)  # how Hypothesis prints the strategy
+    from hypothesis import strategies as st
+
     return st.deferred(definition)

@@ -9,17 +9,14 @@ provenance.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-from hypothesis import note
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.strategies._internal.language import Language, language_for
@@ -39,6 +36,10 @@ from agentprop.strategies._internal.transforms import (
     TRANSFORMS,
     Transform,
 )
+
+if TYPE_CHECKING:  # Hypothesis is imported where a strategy is made: a run needs none
+    from hypothesis import strategies as st
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "Paraphrase",
@@ -354,18 +355,24 @@ def build_plan(
     if transforms is not None:
         options.append(f"transforms={list(wanted)!r}")
     description = f"paraphrases({original!r}, {', '.join(options)})"
-    step = _step_strategy(candidates, bounds)
-    return _Plan(
-        lang,
-        language,
-        tuple(sources),
-        candidates,
-        bounds,
-        n_max,
-        typo_max,
-        description,
-        _steps_strategy(step, n_max) if step is not None and n_max else None,
-        st.integers(0, len(sources) - 1) if len(sources) > 1 else None,
+    return _Plan(lang, language, tuple(sources), candidates, bounds, n_max, typo_max, description)
+
+
+def _with_strategies(plan: _Plan) -> _Plan:
+    """``plan`` with the strategies a draw of it uses (:func:`build_plan` makes none: replaying
+    recorded steps and listing the transforms need no Hypothesis)."""
+    from hypothesis import strategies as st
+
+    step = _step_strategy(plan.candidates, plan.bounds)
+    n = len(plan.sources)
+    return dataclasses.replace(
+        plan,
+        steps_strategy=(
+            _steps_strategy(step, plan.max_transforms)
+            if step is not None and plan.max_transforms
+            else None
+        ),
+        pool_strategy=st.integers(0, n - 1) if n > 1 else None,
     )
 
 
@@ -379,6 +386,7 @@ def _step_strategy_for(
     Cached by shape, so building strategies for many texts (``flatmap``) reuses one object."""
     if not spec:
         return None
+    from hypothesis import strategies as st
 
     def branch(
         name: str, spec: tuple[tuple[str, int], ...]
@@ -394,6 +402,8 @@ def _step_strategy_for(
 def _steps_strategy(
     step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int
 ) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
+    from hypothesis import strategies as st
+
     return st.lists(step, max_size=max_size)
 
 
@@ -418,6 +428,8 @@ def _written(
     texts = realiser.realisations(
         plan.original, lang=plan.lang_code, protect=protect, role=role, goal=goal
     )
+    from hypothesis import strategies as st
+
     if not texts or not draw(st.booleans()):
         return None
     index = draw(st.integers(0, len(texts) - 1))
@@ -432,10 +444,11 @@ def _written(
     return result
 
 
-@st.composite
 def _paraphrase_strategy(
     draw: st.DrawFn, plan: _Plan, role: str = "request", goal: str = ""
 ) -> Paraphrase:
+    from hypothesis import note
+
     realiser = current_realiser()
     written = _written(draw, plan, realiser, role, goal) if realiser is not None else None
     if written is not None:
@@ -446,6 +459,14 @@ def _paraphrase_strategy(
     result = plan.render(index, steps)
     note(f"Paraphrase: {result.describe()}")
     return result
+
+
+@functools.cache
+def _paraphrase_composite() -> Callable[..., SearchStrategy[Paraphrase]]:
+    """:func:`_paraphrase_strategy` as a strategy of plans, made when first needed."""
+    from hypothesis import strategies as st
+
+    return st.composite(_paraphrase_strategy)
 
 
 def paraphrases(
@@ -488,7 +509,7 @@ def paraphrases(
         transforms=transforms,
         filter_available=True,
     )
-    return _paraphrase_strategy(plan)
+    return _paraphrase_composite()(_with_strategies(plan))
 
 
 def turn_paraphrases(
@@ -514,7 +535,7 @@ def turn_paraphrases(
         transforms=None,
         filter_available=True,
     )
-    return _paraphrase_strategy(plan, role, goal)
+    return _paraphrase_composite()(_with_strategies(plan), role, goal)
 
 
 def apply_transforms(

@@ -13,11 +13,8 @@ import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hypothesis import note
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario, WorldSpec, build_scenario
@@ -48,6 +45,9 @@ from agentprop._spec.when import (
     Path as VarPath,
 )
 from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
+
+if TYPE_CHECKING:  # Hypothesis is imported where a strategy is made: a run needs none
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "BranchChoice",
@@ -464,6 +464,8 @@ def _plan_worlds(
 def _draw_world(
     draw: Callable[[SearchStrategy[Any]], Any], plan: _WorldPlan
 ) -> tuple[PathWorld, _Alternative]:
+    from hypothesis import strategies as st
+
     n = len(plan.alternatives)
     alt = plan.alternatives[draw(st.integers(0, n - 1)) if n > 1 else 0]
     env = dict(alt.env)
@@ -513,6 +515,8 @@ def worlds(
     spec, bindings = check_spec_bindings(spec, bindings, "worlds")
     check_int(max_steps, "max_steps", "worlds", minimum=0)
     plan = _plan_worlds(spec, bindings, path, max_steps, "worlds")
+    from hypothesis import note
+    from hypothesis import strategies as st
 
     @st.composite
     def draw_world(draw: Callable[[SearchStrategy[Any]], Any]) -> PathWorld:
@@ -604,6 +608,9 @@ def conversations(
                 max_transforms=max_transforms,
             )
         return cache[key]
+
+    from hypothesis import note
+    from hypothesis import strategies as st
 
     @st.composite
     def draw_conversation(draw: Callable[[SearchStrategy[Any]], Any]) -> DrawnScenario:

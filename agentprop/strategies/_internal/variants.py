@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentprop.strategies._internal import Paraphrase, paraphrases
+
+if TYPE_CHECKING:  # Hypothesis is imported where a sample is drawn: a run of MFT cases needs none
+    from hypothesis import strategies as st
 
 T = TypeVar("T")
 
@@ -29,6 +29,8 @@ def sample(
     failure ends the run (Hypothesis replays that example once, which adds nothing). The
     settings, ``max_examples`` included, are those of a full run, so the examples drawn before
     the stop, and the values kept, are the same as if all ``n * tries`` had been drawn."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
     found: list[T] = []
 
     @seed(seed_value)
