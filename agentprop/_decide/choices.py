@@ -28,7 +28,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from rapidfuzz.distance import DamerauLevenshtein
 
 from agentprop._agents.project import Project
 from agentprop._decide.written import PERSONAS, InputWriter, WrittenChoice, WrittenTurn
@@ -48,6 +47,7 @@ from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_path
 from agentprop._spec.relations import format_field_path, resolve, world_relations
 from agentprop._util.bulk import BulkModel
 from agentprop._util.hanzi import to_simplified
+from agentprop._util.typos import within_one_edit
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
     FAMILIES,
@@ -826,9 +826,7 @@ def template_vocabulary(bindings: Bindings) -> frozenset[str]:
 def _one_slip(word: str, v: str) -> bool:
     """Whether ``word`` is one slip (a swap, a wrong, dropped or doubled letter) from ``v``, a
     word of five letters or more: what a reader forgiving a slip reads as ``v``."""
-    return (
-        len(v) >= 5 and abs(len(v) - len(word)) <= 1 and DamerauLevenshtein.distance(word, v) <= 1
-    )
+    return len(v) >= 5 and abs(len(v) - len(word)) <= 1 and within_one_edit(word, v)
 
 
 def slips_into_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bool:

@@ -33,8 +33,8 @@ from agentprop._judge.derive import (
 from agentprop._judge.verdict import Verdict, _fail, _ok, _seq, _strings
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop._spec.grounding import TEXT_GROUNDINGS
+from agentprop._util.typos import as_corrected, withdrawn_part
 from agentprop.errors import InvalidArgument
-from agentprop.testing.typos import as_corrected, withdrawn_part
 
 # ----------------------------------------------------------------------------- grounding
 

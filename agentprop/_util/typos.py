@@ -1,4 +1,5 @@
-"""Reading a message the way a person does, for simulated agents and test doubles.
+"""Reading a message the way a person does, for simulated agents, test doubles and the
+grounding of a run's facts (public as :mod:`agentprop.testing.typos`).
 
 :func:`correct_typos` puts a word within one edit of a known word back; :func:`as_corrected`
 reads a self-repaired message by what follows its last repair; :func:`as_simplified` reads
@@ -10,11 +11,30 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from rapidfuzz.distance import DamerauLevenshtein
-
 from agentprop._util.hanzi import to_simplified
 
 _WORD = re.compile(r"[A-Za-z]+")
+
+
+def within_one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are at most one edit apart: equal, or one letter replaced,
+    inserted or dropped, or two adjacent letters swapped (a Damerau-Levenshtein distance of at
+    most 1, without a library: a run reads every user message through this)."""
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diffs = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        if len(diffs) == 1:
+            return True
+        i = diffs[0]
+        return len(diffs) == 2 and diffs[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if len(long) - len(short) != 1:
+        return False
+    i = 0
+    while i < len(short) and short[i] == long[i]:
+        i += 1
+    return short[i:] == long[i + 1 :]
 
 
 def _match_case(source: str, word: str) -> str:
@@ -37,11 +57,7 @@ def correct_typos(text: str, vocabulary: Iterable[str], *, min_length: int = 3) 
         low = word.lower()
         if len(low) < min_length or low in known:
             return word
-        near = [
-            v
-            for v in vocab
-            if abs(len(v) - len(low)) <= 1 and DamerauLevenshtein.distance(low, v) <= 1
-        ]
+        near = [v for v in vocab if abs(len(v) - len(low)) <= 1 and within_one_edit(low, v)]
         return _match_case(word, near[0]) if len(near) == 1 else word
 
     return _WORD.sub(fix, text)
@@ -71,9 +87,7 @@ def _repair_words_read(text: str) -> tuple[str, list[int]]:
         near = [
             w
             for w in _REPAIR_WORDS
-            if len(low) >= 3
-            and low not in _REPAIR_WORDS
-            and DamerauLevenshtein.distance(low, w) <= 1
+            if len(low) >= 3 and low not in _REPAIR_WORDS and within_one_edit(low, w)
         ]
         if not near:
             continue
