@@ -512,7 +512,7 @@ def write_report_outputs(
     """Render and write the outputs asked for (``--html``, ``--junit``, ``--markdown``; ``-``
     is standard output), after ``json`` to ``--json`` when it is given (said as "NOUN written
     to PATH"); returns the paths written (but the JSON's)."""
-    from agentprop._pipeline.report import render_html, render_junit, render_markdown
+    from agentprop._pipeline import report as renderers  # each imported when asked for
     from agentprop._pipeline.report.model import SnapshotCheckReport
 
     written: list[str] = []
@@ -522,10 +522,10 @@ def write_report_outputs(
             print(f"{noun} written to {args.json_path}", file=out)
         else:
             failed = True
-    for name, render, what in (
-        ("html", render_html, "HTML report"),
-        ("junit", render_junit, "JUnit XML"),
-        ("markdown", render_markdown, "Markdown summary"),
+    for name, what in (
+        ("html", "HTML report"),
+        ("junit", "JUnit XML"),
+        ("markdown", "Markdown summary"),
     ):
         path = getattr(args, f"{name}_path", None)
         if not path:
@@ -537,7 +537,11 @@ def write_report_outputs(
                 fix="use --html PATH for a snapshot check",
             )
         # only HTML renders both
-        text = render_html(report) if isinstance(report, SnapshotCheckReport) else render(report)
+        text = (
+            renderers.render_html(report)
+            if isinstance(report, SnapshotCheckReport)
+            else getattr(renderers, f"render_{name}")(report)
+        )
         if path == "-":
             out.write(text)
             out.flush()

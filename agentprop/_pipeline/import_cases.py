@@ -13,17 +13,19 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from agentprop._agents.project import Project
 from agentprop._decide.corpus import Corpus, CorpusEntry, clause_of, entry_id, now
-from agentprop._pipeline.importing import ImportSummary, JudgedTrace
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._util.files import describe_validation, path_component, write_atomic
 from agentprop.errors import InputError, SourceLocation
+
+if TYPE_CHECKING:  # `agentprop run` reads cases and never imports logs
+    from agentprop._pipeline.importing import ImportSummary, JudgedTrace
 
 __all__ = [
     "CASES_DIR",
