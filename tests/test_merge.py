@@ -434,6 +434,31 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     # the verdicts are the run's
     assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]
 
+    # the shards' own command with --top-up-shards in place of --shard makes that top-up:
+    # the unsharded run's report, its topped-up cases and claims included
+    out = io.StringIO()
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    argv += ["--records", str(tmp_path / "top"), "--json", str(tmp_path / "t.json")]
+    assert main(argv, out=out, err=io.StringIO()) == 0, out.getvalue()
+    topped = json.loads((tmp_path / "t.json").read_text())
+    assert _normalised(topped) == _normalised(whole)
+    account = topped["metrics"]["extra"]["merge"]
+    assert account["not_recomputed"] == [] and account["top_up"]["policies"] == ["P2_AUTH_GATE"]
+    assert account["top_up"]["runs"] == whole["claims"][0]["topped_up"] > 0
+    assert "topped up P2_AUTH_GATE as the unsharded run does" in out.getvalue()
+    # only the runs beyond the shards' were made (theirs reused), each recorded
+    made = [r for r in read_records(tmp_path / "top") if r.type == "trial"]
+    assert sum(r.status == "started" for r in made) == account["top_up"]["runs"]  # type: ignore[union-attr]
+    assert {r.status for r in made} == {"started", "reused"}  # type: ignore[union-attr]
+
+    # a command that is not the shards' is refused, naming what differs
+    err = io.StringIO()
+    argv = [*run, "--fault", "skip_auth=0.1", "--top-up-shards", str(tmp_path / "s1")]
+    assert main([*argv, str(tmp_path / "s2")], out=io.StringIO(), err=err) == 2
+    assert "--top-up-shards: the shards are not of this run: their settings, agent and cases" in (
+        err.getvalue()
+    )
+
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(

@@ -15,7 +15,6 @@ from agentprop._cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     write_output,
-    write_report_outputs,
 )
 
 if TYPE_CHECKING:
@@ -68,49 +67,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.records_only:
         return _records_only(args, out)
-    from agentprop._cli.run import print_infrastructure
+    from agentprop._cli.run import report_merged
     from agentprop._pipeline.merge import merge_shards
     from agentprop._pipeline.merge_report import merge_reports
-    from agentprop._pipeline.run import render_table
 
     shards = merge_shards(args.records)
     if shards.info.runner == "pytest":
         return _pytest(args, shards, out)
     merged = merge_reports(args.records, spec=args.spec, bindings=args.bindings, run=shards)
-    report, run, info = merged.report, merged.run, merged.report.metrics.extra["merge"]
-    print(
-        f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings "
-        f"{run.info.settings_digest}): {len(report.cases)} cases, {info['cases_decided_again']} "
-        f"decided again from {run.trials} trial lines ({info['cases_from_reports']} with no "
-        "decision in their records to make again taken from the shards' reports)",
-        file=out,
-    )
-    print(render_table(report), file=out)
-    for problem in report.problems:
-        print(f"note: {problem}", file=out)
-    write_report_outputs(report, args, out, json=report.json_chunks)
-    if getattr(args, "output_failed", False) or print_infrastructure(report, out):
-        return EXIT_USAGE
-    if report.metrics.passed + report.metrics.not_applicable != report.metrics.cases:
-        return EXIT_FAIL
-    if merged.not_recomputed:
-        print(
-            f"INCOMPLETE: not in the merged report: {'; '.join(merged.not_recomputed)} (the "
-            "shards did not measure it)",
-            file=out,
-        )
-        return EXIT_INCOMPLETE
-    branches = report.metrics.extra["coverage"]["branches"]
-    if not merged.case_filter and (
-        not branches["met"] or report.metrics.extra["coverage"].get("untested")
-    ):
-        print(
-            "INCOMPLETE: every case passed, but the spec was not covered "
-            "(listed under 'not tested')",
-            file=out,
-        )
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+    return report_merged(merged, args, out)
 
 
 def _pytest(args: argparse.Namespace, shards: MergedRun, out: TextIO) -> int:

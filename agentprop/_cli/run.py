@@ -49,9 +49,12 @@ from agentprop.errors import InputError
 
 if TYPE_CHECKING:
     from agentprop._agents.loading import LoadedAgent
+    from agentprop._agents.model_agent import ModelAgent
     from agentprop._agents.project import Project
     from agentprop._decide.records import Recorder, ShardInfo
     from agentprop._decide.written import InputWriter
+    from agentprop._modelapi.budget import Budget
+    from agentprop._pipeline.merge_report import MergedReport
     from agentprop._pipeline.report.model import RunReport
     from agentprop._pipeline.run import RunSettings
     from agentprop._pipeline.shards import Shard
@@ -175,6 +178,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the N shards' records (docs/scaling.md)",
     )
     run.add_argument(
+        "--top-up-shards",
+        nargs="+",
+        metavar="DIR",
+        help="instead of running the cases, merge the N shards of this run (their --records "
+        "DIRs, as `agentprop merge`) and make the pooled top-up of a policy that an unsharded run "
+        "makes and shards cannot, with this run's agent; give the shards' own command with this "
+        "in place of --shard (docs/scaling.md)",
+    )
+    run.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -245,7 +257,8 @@ def explore_seed(args: argparse.Namespace) -> int:
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         args.explore_seed_source = "fixed because CI is set"
         return 0
-    if getattr(args, "shard", None):  # shards of one run must explore the same inputs to merge
+    # shards of one run must explore the same inputs to merge (and the top-up of their merge)
+    if getattr(args, "shard", None) or getattr(args, "top_up_shards", None):
         args.explore_seed_source = "fixed by --shard, so every shard explores the same inputs"
         return int(args.seed)
     args.explore_seed_source = (
@@ -326,6 +339,119 @@ def shard_info(
     )
 
 
+def _top_up_shards(
+    args: argparse.Namespace,
+    project: Project,
+    agent: LoadedAgent,
+    model_agent: ModelAgent | None,
+    budget: Budget,
+    settings: RunSettings,
+    out: TextIO,
+) -> int:
+    """``--top-up-shards DIR...``: the shards of this run merged (as ``agentprop merge``), with
+    the pooled top-up an unsharded run makes made here, with this run's agent and budget; the
+    top-up's decisions are recorded in ``--records``."""
+    from agentprop._decide.records import recording
+    from agentprop._pipeline.merge import merge_shards
+    from agentprop._pipeline.merge_report import merge_reports
+    from agentprop._pipeline.merge_topup import merged_top_up
+    from agentprop._pipeline.shards import Shard
+
+    if args.shard:
+        raise InputError(
+            "--top-up-shards merges the shards of a run, and --shard makes one of them",
+            fix="run the shards with --shard i/N --records DIR, then this command with "
+            "--top-up-shards DIR... and without --shard",
+        )
+    run = merge_shards(args.top_up_shards)
+    if run.info.runner != "run":
+        raise InputError(
+            "--top-up-shards: the shards are of a pytest session (--agentprop-shard), which "
+            "makes no pooled top-up",
+            fix="merge them with agentprop merge DIR... --json PATH",
+        )
+    mine = shard_info(project, agent, settings, Shard(1, run.info.count))
+    what = {"spec_digest": "spec and bindings", "settings_digest": "settings, agent and cases"}
+    for name in ("spec_digest", "settings_digest", "seed"):
+        if getattr(mine, name) != getattr(run.info, name):
+            raise InputError(
+                f"--top-up-shards: the shards are not of this run: their {what.get(name, name)} "
+                f"({name} {getattr(run.info, name)!r}) differ from this command's "
+                f"({getattr(mine, name)!r})",
+                fix="give the shards' own command (the same spec, bindings, agent, faults, "
+                "options and --seed) with --top-up-shards DIR... in place of --shard i/N",
+            )
+    print(
+        f"agentprop {__version__}: merging {run.info.count} shard(s) of {project.spec.spec_id} "
+        f"with agent {agent.ref}, topping up as the unsharded run does",
+        file=out,
+    )
+    recorder = open_records(args.records) if args.records else None
+    top_up = merged_top_up(run, agent, budget, concurrency=settings.concurrency)
+    try:
+        with recording(recorder):
+            merged = merge_reports(
+                args.top_up_shards, spec=args.spec, bindings=args.bindings, run=run, top_up=top_up
+            )
+    finally:
+        if recorder is not None:
+            recorder.close()
+        if model_agent is not None:
+            aio.run(model_agent.aclose())
+    merged.report.metrics.extra["budget"] = budget.snapshot().model_dump()
+    return report_merged(merged, args, out)
+
+
+def report_merged(merged: MergedReport, args: argparse.Namespace, out: TextIO) -> int:
+    """Print and write the merged run's report (``args``' --json, --html, --junit, --markdown)
+    and say how the run would exit: 1 when a case failed, 3 when something is not in it (a
+    top-up the shards skipped) or coverage is not met, else 0."""
+    from agentprop._pipeline.run import render_table
+
+    report, run, info = merged.report, merged.run, merged.report.metrics.extra["merge"]
+    print(
+        f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings "
+        f"{run.info.settings_digest}): {len(report.cases)} cases, {info['cases_decided_again']} "
+        f"decided again from {run.trials} trial lines ({info['cases_from_reports']} with no "
+        "decision in their records to make again taken from the shards' reports)",
+        file=out,
+    )
+    print(render_table(report), file=out)
+    topped = info.get("top_up")
+    if topped:
+        print(
+            f"topped up {', '.join(topped['policies'])} as the unsharded run does: "
+            f"{topped['runs']} more run(s) of {len(topped['cases'])} case(s)",
+            file=out,
+        )
+    for problem in report.problems:
+        print(f"note: {problem}", file=out)
+    write_report_outputs(report, args, out, json=report.json_chunks)
+    if getattr(args, "output_failed", False) or print_infrastructure(report, out):
+        return EXIT_USAGE
+    if report.metrics.passed + report.metrics.not_applicable != report.metrics.cases:
+        return EXIT_FAIL
+    if merged.not_recomputed:
+        print(
+            f"INCOMPLETE: not in the merged report: {'; '.join(merged.not_recomputed)} (the "
+            "shards did not measure it; the shards' command with --top-up-shards DIR... in "
+            "place of --shard makes it)",
+            file=out,
+        )
+        return EXIT_INCOMPLETE
+    branches = report.metrics.extra["coverage"]["branches"]
+    if not merged.case_filter and (
+        not branches["met"] or report.metrics.extra["coverage"].get("untested")
+    ):
+        print(
+            "INCOMPLETE: every case passed, but the spec was not covered "
+            "(listed under 'not tested')",
+            file=out,
+        )
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
 def check_turn_timeout(seconds: float) -> float:
     """``--turn-timeout``: a positive, finite number of seconds."""
     if not math.isfinite(seconds) or seconds <= 0:
@@ -400,6 +526,8 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
         input_writer=input_writer(args, explore_seed=inputs_seed),
         shard=shard,
     )
+    if args.top_up_shards:
+        return _top_up_shards(args, project, agent, model_agent, budget, settings, out)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     ctrl_c.install()
     print(

@@ -8,12 +8,14 @@ INV case's two-sample test from its sides' recorded traces: a report that disagr
 records is refused), and works out again, over all the cases,
 what only the whole run can say: metrics, coverage and the decision tree, bug grouping and
 signatures, and policy claims. What no shard measured (a pooled top-up the shards skipped) is
-listed in ``problems`` and ``metrics.extra["merge"]["not_recomputed"]``, never filled in.
+listed in ``problems`` and ``metrics.extra["merge"]["not_recomputed"]``, never filled in, unless
+the caller makes that top-up (``top_up``, :mod:`agentprop._pipeline.merge_topup`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +47,15 @@ from agentprop.errors import InputError
 if TYPE_CHECKING:
     from agentprop._agents.project import Project
 
-__all__ = ["MergedReport", "merge_reports", "write_shard_report"]
+__all__ = ["MergedReport", "TopUp", "merge_reports", "shard_traces", "write_shard_report"]
+
+TopUp = Callable[
+    ["Project", list[CaseReport], dict[str, tuple[Scenario, CheckResult]]],
+    tuple[list[CaseReport], dict[str, tuple[int, str | None]]],
+]
+"""The pooled top-up of the merged cases: the cases (topped-up ones replaced, ``checks`` updated)
+and, per policy topped up, the runs it added and why it stopped short
+(:func:`agentprop._pipeline.run.top_up_policies`)."""
 
 TOP_UP_SKIPPED = "policies are not topped up to a pooled claim (their cases span shards)"
 """The note a shard's report carries when it skipped the pooled top-up (see ``arun_cases``)."""
@@ -288,7 +298,7 @@ def _check_inv(
             for ref in side.refs
             if ref is not None
         }
-        loaded[shard.info.index] = (sides, _shard_traces(shard.directory, wanted))
+        loaded[shard.info.index] = (sides, shard_traces(shard.directory, wanted))
     sides, traces = loaded[shard.info.index]
     if compared:
         problem = _inv_decision(case, sides.get(case.id, {}), traces, project, seed)
@@ -463,7 +473,7 @@ def _inv_decision(
     return None if verdict == case.verdict else f"its records decide {verdict}"
 
 
-def _shard_traces(directory: Path, wanted: set[str]) -> dict[str, Trace]:
+def shard_traces(directory: Path, wanted: set[str]) -> dict[str, Trace]:
     """The traces ``wanted`` of a shard's traces file (what its INV sides ran)."""
     found: dict[str, Trace] = {}
     file = directory / TRACES_FILE
@@ -594,9 +604,11 @@ def merge_reports(
     spec: str | Path | None = None,
     bindings: str | Path | None = None,
     run: MergedRun | None = None,
+    top_up: TopUp | None = None,
 ) -> MergedReport:
     """The report of the run whose N shards wrote ``directories`` (checked as
-    :func:`merge_shards` checks them; ``run``: already checked and read)."""
+    :func:`merge_shards` checks them; ``run``: already checked and read). ``top_up``: makes the
+    pooled top-up the shards skipped, when an unsharded run would have made one."""
     from agentprop._pipeline.run import coverage_matrix, decision_tree, policy_claims
 
     run = run if run is not None else merge_shards(directories)
@@ -619,16 +631,29 @@ def merge_reports(
     per_case = first.profile is None or any(
         c.level == "case" for s in shards for c in s.report.claims
     )
-    claims = policy_claims(project, cases, checks, per_case=per_case)
     not_recomputed: list[str] = []
     short = _would_top_up(project, cases, checks) if skipped else []
+    topped: dict[str, tuple[int, str | None]] = {}
+    top_up_info: dict[str, Any] | None = None
+    resampled = (0, 0)
+    if short and top_up is not None:  # made here, as the unsharded run makes it
+        before = {c.id: c.runs for c in cases}
+        sampled = _sampled(cases)
+        cases, topped = top_up(project, cases, checks)
+        kept, omitted = _sampled(cases)
+        resampled = (kept - sampled[0], omitted - sampled[1])
+        more = {c.id: c.runs - before[c.id] for c in cases if c.runs > before.get(c.id, c.runs)}
+        top_up_info = {"policies": short, "cases": sorted(more), "runs": sum(more.values())}
+        short = []
+    claims = policy_claims(project, cases, checks, per_case=per_case, topped=topped)
     if short:  # (when no policy needed it, the claims are the unsharded run's)
         not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
         problems.append(
             f"merged shards: the shards skipped the pooled top-up of {', '.join(short)} (a "
             "policy's cases span shards), so their claims stand on the shards' runs only, short "
-            "of the runs an unsharded run would have added; run unsharded, or with --profile "
-            "release, for the top-up"
+            "of the runs an unsharded run would have added; make it with the run's own command "
+            "and --top-up-shards DIR... in place of --shard (docs/scaling.md), or run with "
+            "--profile release"
         )
     coverage = coverage_matrix(
         project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases
@@ -662,6 +687,7 @@ def merge_reports(
         "cases_decided_again": again,
         "cases_from_reports": len(cases) - again,
         "not_recomputed": not_recomputed,
+        **({"top_up": top_up_info} if top_up_info is not None else {}),
     }
     extra["merge"] = merge_info
     explored = [
@@ -704,10 +730,11 @@ def merge_reports(
     samplings = [s.report.trace_sampling for s in shards if s.report.trace_sampling is not None]
     sampling = None
     if samplings:
+        # (the traces the top-up's cases keep and omit replace theirs before it)
         sampling = samplings[0].model_copy(
             update={
-                "kept": sum(c.kept for c in samplings),
-                "omitted": sum(c.omitted for c in samplings),
+                "kept": sum(c.kept for c in samplings) + resampled[0],
+                "omitted": sum(c.omitted for c in samplings) + resampled[1],
             }
         )
     report = RunReport(
@@ -729,6 +756,11 @@ def merge_reports(
     if any(s.report.bugs for s in shards):
         _bugs(report, shards, project)
     return MergedReport(report, run, not_recomputed, list(run.info.case_filter))
+
+
+def _sampled(cases: list[CaseReport]) -> tuple[int, int]:
+    """The traces ``cases`` keep and omit (a run report's ``trace_sampling``)."""
+    return sum(len(c.traces) for c in cases), sum(c.traces_omitted for c in cases)
 
 
 def _would_top_up(

@@ -834,45 +834,16 @@ async def _arun_cases(
 
         async def redecide(case: CaseReport, runs: int) -> CaseReport:
             """``case`` again, behind a screen of ``runs`` clean runs (its runs so far reused)."""
-            scenario, old = checks[case.id]
-            deeper = dataclasses.replace(
-                case_rule(bases.get(case.id, scenario)).settings, screen=runs
+            scenario = checks[case.id][0]
+            return await redecide_case(
+                project,
+                agent,
+                case,
+                runs,
+                checks,
+                case_rule(bases.get(case.id, scenario)).settings,
+                TopUpRuns(memo, budget, settings.seed, sem, lanes.for_case()),
             )
-            async with sem:
-                result = await decide_scenario(
-                    project,
-                    scenario,
-                    agent,
-                    settings=deeper,
-                    memo=memo,
-                    budget=budget,
-                    seed=settings.seed,
-                    name=case.id,
-                    **lanes.for_case(),
-                )
-            if result.verdict == "INCONCLUSIVE" and not result.failures:
-                if result.runs <= old.runs:
-                    return case  # nothing more ran: the case stands as decided
-                # the budget cut the top-up short: its clean runs still pass the case, as
-                # a screen of that many
-                async with sem:
-                    result = await decide_scenario(
-                        project,
-                        scenario,
-                        agent,
-                        settings=dataclasses.replace(deeper, screen=result.runs),
-                        memo=memo,
-                        budget=budget,
-                        seed=settings.seed,
-                        name=case.id,
-                        **lanes.for_case(),
-                    )
-                if result.verdict != "PASS":
-                    return case
-            checks[case.id] = (scenario, result)
-            again = case_from_check(case.id, case.kind, scenario, result, case.details)
-            again.rule = case.rule
-            return again
 
         try:
             cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
@@ -1077,6 +1048,71 @@ def case_policies(project: Project, case: CaseReport, scenario: Scenario) -> set
     if case.kind == "PROBE" and probed.startswith("policies."):
         mine.add(probed.removeprefix("policies."))
     return mine
+
+
+@dataclass(frozen=True)
+class TopUpRuns:
+    """What the top-up's runs are made with: the memo holding the case's runs so far, the
+    budget, the trials' seed, the run's concurrency and a case's lanes (``decide_scenario``'s
+    keyword arguments)."""
+
+    memo: TrialMemo | None
+    budget: Budget
+    seed: int
+    sem: asyncio.Semaphore
+    lanes: dict[str, Any]
+
+
+async def redecide_case(
+    project: Project,
+    agent: Any,
+    case: CaseReport,
+    runs: int,
+    checks: dict[str, tuple[Scenario, CheckResult]],
+    oracle: OracleSettings,
+    how: TopUpRuns,
+) -> CaseReport:
+    """``case`` decided again under ``oracle`` behind a screen of ``runs`` clean runs (its runs so
+    far reused from ``how.memo``), for a policy's top-up; ``checks`` takes its new result. A case
+    the budget cut short stands on its clean runs, as a screen of that many; one no new run was
+    made for stands as it was."""
+    scenario, old = checks[case.id]
+    deeper = dataclasses.replace(oracle, screen=runs)
+    async with how.sem:
+        result = await decide_scenario(
+            project,
+            scenario,
+            agent,
+            settings=deeper,
+            memo=how.memo,
+            budget=how.budget,
+            seed=how.seed,
+            name=case.id,
+            **how.lanes,
+        )
+    if result.verdict == "INCONCLUSIVE" and not result.failures:
+        if result.runs <= old.runs:
+            return case  # nothing more ran: the case stands as decided
+        # the budget cut the top-up short: its clean runs still pass the case, as
+        # a screen of that many
+        async with how.sem:
+            result = await decide_scenario(
+                project,
+                scenario,
+                agent,
+                settings=dataclasses.replace(deeper, screen=result.runs),
+                memo=how.memo,
+                budget=how.budget,
+                seed=how.seed,
+                name=case.id,
+                **how.lanes,
+            )
+        if result.verdict != "PASS":
+            return case
+    checks[case.id] = (scenario, result)
+    again = case_from_check(case.id, case.kind, scenario, result, case.details)
+    again.rule = case.rule
+    return again
 
 
 TOP_UP_KINDS = ("MFT", "EXPLORE")
