@@ -2,10 +2,9 @@
 real Redis (the budget ledger) and a loopback model, merged, against the unsharded run.
 
 The shards are ``agentprop run --shard i/N`` processes: the merge reads the records and report
-that the CLI writes. The shards of a pytest session (``--agentprop-shard i/N
---agentprop-records DIR``, pytest-xdist inside one) merge as tests/test_pytest_shards.py checks;
-that pytest-xdist workers and a second session book into one Redis ledger is
-tests/test_budget_store.py's.
+that the CLI writes. tests/test_pytest_shards_redis.py makes the same check with the shards of a
+pytest session (``--agentprop-shard i/N --agentprop-records DIR --agentprop-store URL``,
+pytest-xdist inside one).
 """
 
 from __future__ import annotations
