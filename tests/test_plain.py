@@ -9,6 +9,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,59 @@ def test_a_sync_agent_that_runs_its_own_event_loop_is_not_failed_for_it() -> Non
         return checked.verdict
 
     assert asyncio.run(from_async_code()) == "PASS"
+
+
+def test_a_sync_property_that_runs_its_own_event_loop_is_judged(supportops_project: Any) -> None:
+    """A sync property (or judge) that calls ``asyncio.run`` (an async SDK client, a model
+    judge of the user's) was called on agentprop's running loop, where it raised "asyncio.run()
+    cannot be called from a running event loop" out of ``check``: it is called with the loop
+    set aside, in the same thread, and judges; so is a sync spec-tier agent whose turns do the
+    same."""
+    examples = str(Path(__file__).resolve().parents[1] / "examples" / "supportops")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)
+    from agent import SupportOpsAgent
+
+    async def looked_up(value: bool) -> bool:
+        await asyncio.sleep(0)
+        return value
+
+    threads: set[threading.Thread] = set()
+
+    def prop(trace: Trace) -> bool:
+        threads.add(threading.current_thread())
+        return asyncio.run(looked_up(not trace.errored))
+
+    def judge(case: Case, result: Result) -> bool:
+        return asyncio.run(looked_up(result.output is not None))
+
+    def sync_agent(messages: list[str]) -> dict[str, str]:
+        return asyncio.run(looked_up(True)) and {"status": "paid"}
+
+    class SyncLoops(SupportOpsAgent):  # type: ignore[misc]
+        def turn(self, message: str, ctx: Any) -> None:
+            asyncio.run(looked_up(True))
+            super().turn(message, ctx)
+
+    scenario = supportops_project.scenarios()[0]
+
+    def checks() -> list[str]:
+        return [
+            agentprop.check(sync_agent, ["hi"], prop).verdict,
+            agentprop.check(sync_agent, ["hi"], Case(judge=judge, schema=OrderStatus)).verdict,
+            agentprop.check(supportops_project, scenario, SyncLoops, prop=prop).verdict,
+        ]
+
+    async def from_async_code() -> list[str]:
+        return [
+            (await agentprop.acheck(sync_agent, ["hi"], prop)).verdict,
+            (await agentprop.acheck(supportops_project, scenario, SyncLoops, prop=prop)).verdict,
+        ]
+
+    assert checks() == ["PASS"] * 3
+    # in the caller's thread, as when called directly (its thread-local state at hand)
+    assert threads == {threading.current_thread()}
+    assert asyncio.run(from_async_code()) == ["PASS"] * 2
 
 
 def test_an_agent_exception_is_a_failing_run_not_a_crash() -> None:

@@ -63,7 +63,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.context import current_model_context, model_call_context
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
-from agentprop._util.aio import run_sync
+from agentprop._util.aio import call_off_loop, run_sync
 from agentprop.errors import AgentPropertyViolation, InfrastructureError, InvalidArgument
 
 __all__ = [
@@ -121,7 +121,8 @@ async def decide_scenario(
             project.spec, scenario, project.bindings.response_grounding(project.spec)
         ).verdicts
         if prop is None
-        else lambda trace: verdicts_of(prop(trace))
+        # the user's property, off the loop: it may start a loop of its own (asyncio.run)
+        else lambda trace: verdicts_of(call_off_loop(prop, trace))
     )
 
     async def run_trial(i: int) -> Trace:

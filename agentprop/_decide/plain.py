@@ -41,7 +41,7 @@ from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario, ScenarioTurn
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
-from agentprop._util.aio import is_async
+from agentprop._util.aio import call_off_loop, is_async
 from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal.paraphrase import Paraphrase
 
@@ -215,7 +215,8 @@ class Case:
         if schema_verdict is not None:
             out.append(schema_verdict)
         if self.judge is not None:
-            judged = verdicts_of(self.judge(self, Result(trace, output)))
+            # off the loop: a user's judge may start a loop of its own (asyncio.run)
+            judged = verdicts_of(call_off_loop(self.judge, self, Result(trace, output)))
             out.extend(
                 v if v.contract != "property" else v.model_copy(update={"contract": "judge"})
                 for v in judged
@@ -489,7 +490,7 @@ def plain_verdicts(prop: Case | Callable[..., PropertyResult]) -> Callable[[Trac
     else:
 
         def judged(trace: Trace) -> list[Verdict]:
-            return verdicts_of(prop(trace))
+            return verdicts_of(call_off_loop(prop, trace))
 
     def verdicts(trace: Trace) -> list[Verdict]:
         # a run that broke (the agent raised) fails whatever the property says of what is left

@@ -7,7 +7,8 @@ The coroutine's value is never the result of the loop's main task: on Python 3.1
 handler, which for a run's report is the repr of every case, megabytes at the peak RSS.
 
 :func:`run_serving` runs an async core for a sync caller whose callable must run as if called
-directly: in the caller's thread, with no event loop of ours around it."""
+directly: in the caller's thread, with no event loop of ours around it; :func:`call_off_loop`
+calls a user's sync callable (a property) from inside a loop as if no loop were there."""
 
 from __future__ import annotations
 
@@ -95,6 +96,21 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         raise box["error"]
     value: T = box["value"]
     return value
+
+
+def call_off_loop(fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` as if called with no event loop around it: in this thread (its locals,
+    an SQLite connection, Hypothesis's test context stay at hand), with the loop running here,
+    if any, set aside meanwhile, so a user's sync callable may start a loop of its own
+    (``asyncio.run``). The loop is held up meanwhile, as by any sync call made on it."""
+    running = asyncio._get_running_loop()
+    if running is None:
+        return fn(*args)
+    asyncio._set_running_loop(None)
+    try:
+        return fn(*args)
+    finally:
+        asyncio._set_running_loop(running)
 
 
 async def to_daemon_thread(fn: Callable[[], R], name: str = "agentprop-work") -> R:
