@@ -263,12 +263,28 @@ class _AnthropicMessages(Provider):
             raise InvalidArgument(
                 "agentprop does not stream the Anthropic Messages API; use stream=False."
             )
+        if isinstance(client, self.sdk().AsyncAnthropic):
+            # The body as it is, through the SDK's own request path (headers, key, version,
+            # timeout, errors), as for Chat Completions: messages.create() only sorts the
+            # fields into parameters and extra_body, which the SDK joins again into the same
+            # JSON, and wraps the answer in a response object read back as JSON. None is left
+            # out, as before.
+            raw = await client.post(
+                "/v1/messages",
+                body={k: v for k, v in body.items() if v is not None},
+                cast_to=bytes,
+            )
+            data: dict[str, Any] = json.loads(raw)
+            self.check_response(data)
+            return data
         kwargs = self._kwargs(client, body)
         create = client.messages.with_raw_response.create
         if is_async(create):
-            raw = await create(**kwargs)
-            data: dict[str, Any] = (
-                await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
+            response = await create(**kwargs)
+            data = (
+                await response.json()
+                if inspect.iscoroutinefunction(response.json)
+                else response.json()
             )
         else:  # a synchronous client someone handed in (paraphrase pools' ``client=``)
 
