@@ -77,7 +77,7 @@ class Outcome:
     started: int
     bugs: set[str]
     """The keys of the bugs the run reported (failures grouped by signature, turn left out)."""
-    false_alarms: list[str]
+    failing: list[str]
     """The cases that are FAIL or UNSTABLE (a false alarm when the agent is correct, unless a
     blind adjudication judged the input valid and the agent wrong: see :func:`zoo_summary`)."""
     seconds: float
@@ -206,10 +206,10 @@ def measure_zoo(
         out.clean[spec] = {"unlimited": unlimited}
         for k in MULTIPLES if full else MULTIPLES[:1]:
             out.clean[spec][f"{k}x"] = run(zoo, spec, {}, max_runs=k * out.cases[spec])
-        alarms = sum(len(o.false_alarms) for o in out.clean[spec].values())
+        failing = sum(len(o.failing) for o in out.clean[spec].values())
         print(
             f"  clean {zoo}:{spec}: {out.cases[spec]} cases, {unlimited.started} runs started "
-            f"unlimited, {alarms} false alarm(s)",
+            f"unlimited, {failing} failing case(s) over its budgets (judged in the summary)",
             file=log,
         )
     for t in targets:
@@ -256,10 +256,10 @@ def rates(entries: list[dict[str, Any]]) -> dict[str, float | None]:
 
 def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
     alarms = {
-        f"{spec} {which}": c.false_alarms
+        f"{spec} {which}": c.failing
         for spec, runs in r.clean.items()
         for which, c in runs.items()
-        if c.false_alarms
+        if c.failing
     }
     # a correct agent's failure is a false alarm unless a blind adjudicator judged its input
     # valid and its expectation following from the spec (benchmarks/_adjudication)
