@@ -451,6 +451,23 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     assert sum(r.status == "started" for r in made) == account["top_up"]["runs"]  # type: ignore[union-attr]
     assert {r.status for r in made} == {"started", "reused"}  # type: ignore[union-attr]
 
+    # ... and recorded like a shard's: `agentprop merge` takes the top-up's records with the
+    # shards' and makes the same top-up again from them, with no agent
+    out = io.StringIO()
+    argv = ["merge", str(tmp_path / "s2"), str(tmp_path / "top"), str(tmp_path / "s1")]
+    assert main([*argv, "--json", str(tmp_path / "r.json")], out=out, err=io.StringIO()) == 0
+    again = json.loads((tmp_path / "r.json").read_text())
+    assert _normalised(again) == _normalised(whole)
+    assert again["metrics"]["extra"]["merge"]["top_up"] == account["top_up"]
+    # a top-up whose records lack a run it needs is refused, never made
+    cut = tmp_path / "top-cut"
+    shutil.copytree(tmp_path / "top", cut)
+    (cut / "traces.jsonl").write_text("")
+    err = io.StringIO()
+    argv = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), str(cut)]
+    assert main(argv, out=io.StringIO(), err=err) == 2
+    assert f"the records in {cut} do not hold every run of the top-up" in err.getvalue()
+
     # a command that is not the shards' is refused, naming what differs
     err = io.StringIO()
     argv = [*run, "--fault", "skip_auth=0.1", "--top-up-shards", str(tmp_path / "s1")]

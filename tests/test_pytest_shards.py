@@ -453,3 +453,22 @@ def test_a_test_replaying_hypothesis_database_is_named_by_the_merge(tmp_path: Pa
     )
     code, out = _merge(str(one), str(two))
     assert code == 0 and "note: shard 1/2: t.py::test_a replay(s)" in out, out
+
+
+def test_the_top_up_of_a_pytest_sessions_shards_is_refused_naming_the_merge(
+    tmp_path: Path,
+) -> None:
+    one = _shard(tmp_path, 1, {"t.py::test_a": 1.0})
+    two = _shard(tmp_path, 2, {"t.py::test_b": 1.0})
+    code, out = _run_cli(
+        "run", str(ROOT / "examples" / "supportops"), "--top-up-shards", str(one), str(two)
+    )
+    assert code == 2
+    assert "--top-up-shards: the shards are of a pytest session" in out, out
+    assert "agentprop merge DIR... --json PATH" in out
+
+
+def _run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out, err=out)
+    return code, out.getvalue()

@@ -74,7 +74,14 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     shards = merge_shards(args.records)
     if shards.info.runner == "pytest":
         return _pytest(args, shards, out)
-    merged = merge_reports(args.records, spec=args.spec, bindings=args.bindings, run=shards)
+    top_up = None
+    if shards.top_up is not None:  # the records of the top-up made when the shards were merged
+        from agentprop._pipeline.merge_topup import replayed_top_up
+
+        top_up = replayed_top_up(shards)
+    merged = merge_reports(
+        args.records, spec=args.spec, bindings=args.bindings, run=shards, top_up=top_up
+    )
     return report_merged(merged, args, out)
 
 

@@ -350,7 +350,8 @@ def _top_up_shards(
 ) -> int:
     """``--top-up-shards DIR...``: the shards of this run merged (as ``agentprop merge``), with
     the pooled top-up an unsharded run makes made here, with this run's agent and budget; the
-    top-up's decisions are recorded in ``--records``."""
+    top-up's decisions are recorded in ``--records`` (as shard 0, which ``agentprop merge`` takes
+    with the shards to make the same top-up again from the records)."""
     from agentprop._decide.records import recording
     from agentprop._pipeline.merge import merge_shards
     from agentprop._pipeline.merge_report import merge_reports
@@ -387,6 +388,8 @@ def _top_up_shards(
         file=out,
     )
     recorder = open_records(args.records) if args.records else None
+    if recorder is not None:  # recorded like a shard's, as shard 0: `agentprop merge` takes it
+        recorder.set_shard(mine.model_copy(update={"index": 0}))
     top_up = merged_top_up(run, agent, budget, concurrency=settings.concurrency)
     try:
         with recording(recorder):
@@ -399,6 +402,10 @@ def _top_up_shards(
         if model_agent is not None:
             aio.run(model_agent.aclose())
     merged.report.metrics.extra["budget"] = budget.snapshot().model_dump()
+    if recorder is not None:
+        from agentprop._pipeline.merge_report import write_shard_report
+
+        write_shard_report(recorder.directory, merged.report)  # last: the top-up finished
     return report_merged(merged, args, out)
 
 

@@ -71,6 +71,9 @@ class MergedRun:
     cases: list[MergedCase] = field(default_factory=list)
     decisions: int = 0
     trials: int = 0
+    top_up: Path | None = None
+    """The records of the pooled top-up made when the shards were merged (``agentprop run ...
+    --top-up-shards DIR... --records TOP``: its shard index is 0), when given."""
     unchecked: int = 0
     """Of a pytest session's shards, the decisions no check names: in flight when a shard
     stopped, or made while shrinking a failure (they are not in ``cases``)."""
@@ -239,8 +242,21 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
             "no shard records given",
             fix="give the records directory of every shard: agentprop merge DIR1 DIR2 ...",
         )
+    tops = [d for d, info, _ in loaded if info.index == 0 and info.runner == "run"]
+    if len(tops) > 1:
+        raise InputError(
+            f"the records of a top-up are given twice: {', '.join(map(str, tops))}",
+            fix="give the --records directory of one --top-up-shards command",
+        )
+    if tops and len(tops) == len(loaded):
+        raise InputError(
+            f"{tops[0]} holds the records of a top-up, not of a shard",
+            fix="give it with the directories of the shards it topped up",
+        )
+    top_loaded = [x for x in loaded if x[0] in tops]
+    loaded = [x for x in loaded if x[0] not in tops]
     first_dir, first, _ = loaded[0]
-    for directory, info, _ in loaded[1:]:
+    for directory, info, _ in [*loaded[1:], *top_loaded]:
         if info.runner != first.runner:
             what = {"run": "`agentprop run --shard`", "pytest": "`pytest --agentprop-shard`"}
             raise InputError(
@@ -275,6 +291,7 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
             fix="give every shard's --records directory",
         )
     run = MergedRun(first, {info.index: directory for directory, info, _ in loaded})
+    run.top_up = tops[0] if tops else None
     if first.runner == "pytest":
         _pytest_checks(run, loaded)
         return run

@@ -8,7 +8,10 @@ the job that merges the shards can, with the run's agent: it chooses what the un
 chooses from the merged cases, decides each chosen case again under the oracle settings its shard
 recorded, behind the same screen, its shard's recorded runs reused (put back into a memo from
 the shard's traces) and only the runs beyond them made, so the topped-up cases and claims are the
-unsharded run's.
+unsharded run's. With ``--records TOP`` it records the top-up's trials like a shard's (its
+shard index is 0), and ``agentprop merge DIR... TOP`` makes the same top-up again from the shards'
+and the top-up's records alone, with no agent (:func:`replayed_top_up`): every run it needs is
+in them, and a run that is not is an error, never made.
 """
 
 from __future__ import annotations
@@ -17,8 +20,15 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.records import DecisionStart, TrialLine, read_records, records_files
+from agentprop._decide.records import (
+    REPORT_FILE,
+    DecisionStart,
+    TrialLine,
+    read_records,
+    records_files,
+)
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.merge import MergedRun
 from agentprop._pipeline.merge_report import TopUp, shard_traces
@@ -29,19 +39,24 @@ from agentprop._pipeline.run import (
     top_up_policies,
 )
 from agentprop._util import aio
+from agentprop.errors import InputError
 
 if TYPE_CHECKING:
-    from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.project import Project
     from agentprop._decide.oracle import CheckResult
     from agentprop._pipeline.report.model import CaseReport
     from agentprop._scenario.build import Scenario
 
-__all__ = ["merged_top_up"]
+__all__ = ["merged_top_up", "replayed_top_up"]
 
 
 def merged_top_up(
-    run: MergedRun, agent: LoadedAgent, budget: Budget, *, concurrency: int = 1
+    run: MergedRun,
+    agent: LoadedAgent,
+    budget: Budget,
+    *,
+    concurrency: int = 1,
+    replay: dict[str, tuple[DecisionStart, list[TrialLine], Path]] | None = None,
 ) -> TopUp:
     """The top-up of the merged ``run`` with ``agent`` (the run's own, checked by the caller to
     be the shards'), booked in ``budget``; what :func:`~agentprop._pipeline.merge_report.
@@ -63,6 +78,9 @@ def merged_top_up(
                 return case
             start, lines, directory = found
             _remember(memo, start, lines, directory)
+            again = (replay or {}).get(case.id)
+            if again is not None:  # the top-up's own runs of it, recorded when it was made
+                _remember(memo, again[0], again[1], again[2])
             return await redecide_case(
                 project,
                 agent,
@@ -81,22 +99,72 @@ def merged_top_up(
     return top_up
 
 
+def replayed_top_up(run: MergedRun) -> TopUp:
+    """The top-up of the merged ``run`` made again from the records of the one made when its
+    shards were merged (``run.top_up``), with no agent: each run comes from the shards' or the
+    top-up's records; a top-up that did not finish, or whose records lack a run it needs, is
+    an error naming it."""
+    where = run.top_up
+    assert where is not None
+    if not (where / REPORT_FILE).is_file():
+        raise InputError(
+            f"the top-up in {where} did not finish (it has no {REPORT_FILE})",
+            fix="make the top-up again: the shards' command with --top-up-shards DIR... and a "
+            "fresh --records directory",
+        )
+    missed: list[int] = []
+
+    def not_recorded() -> Any:
+        missed.append(1)
+        raise LookupError("a run the top-up's records do not hold")
+
+    fingerprints = {s.fingerprint for s, _, _ in _final_decisions(run).values()}
+    stand_in = LoadedAgent(
+        ref="(the top-up's records)",
+        factory=not_recorded,
+        fingerprint=next(iter(fingerprints), ""),
+        concurrent=False,
+    )
+    made = merged_top_up(
+        run, stand_in, Budget(), replay=_final_decisions(run, [where], every_stage=True)
+    )
+
+    def top_up(
+        project: Project,
+        cases: list[CaseReport],
+        checks: dict[str, tuple[Scenario, CheckResult]],
+    ) -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
+        out = made(project, cases, checks)
+        if missed or len(fingerprints) > 1:
+            raise InputError(
+                f"the records in {where} do not hold every run of the top-up they record "
+                f"({len(missed)} run(s) missing): they are of another run, or were edited",
+                fix="make the top-up again: the shards' command with --top-up-shards DIR... and "
+                "a fresh --records directory",
+            )
+        return out
+
+    return top_up
+
+
 def _final_decisions(
-    run: MergedRun,
+    run: MergedRun, directories: list[Path] | None = None, *, every_stage: bool = False
 ) -> dict[str, tuple[DecisionStart, list[TrialLine], Path]]:
     """Per MFT or EXPLORE case, its last decision in the final pass (what the merge decided it
-    by), that decision's trial lines and its shard's directory."""
+    by; ``every_stage``: its last decision), that decision's trial lines and its shard's
+    directory (of ``directories``, by default the shards')."""
     out: dict[str, tuple[DecisionStart, list[TrialLine], Path]] = {}
-    for _index, directory in sorted(run.directories.items()):
+    given = (
+        directories if directories is not None else [d for _, d in sorted(run.directories.items())]
+    )
+    for directory in given:
         if not records_files(directory):
             continue
         starts: dict[int, DecisionStart] = {}
         lines: dict[int, list[TrialLine]] = {}
         for r in read_records(directory):
-            if (
-                isinstance(r, DecisionStart)
-                and r.kind in ("MFT", "EXPLORE")
-                and r.stage in (None, "final")
+            if isinstance(r, DecisionStart) and (
+                every_stage or (r.kind in ("MFT", "EXPLORE") and r.stage in (None, "final"))
             ):
                 starts[r.decision] = r
                 lines[r.decision] = []
