@@ -780,6 +780,12 @@ def _start_records(config: pytest.Config, items: list[pytest.Item], shard: Any) 
             for name in ("profile", "max-runs", "max-usd", "cache-mode", "shrink-budget")
         }
         options["hypothesis-seed"] = config.getoption("hypothesis_seed", None)
+        if _input_model(config):  # the texts its strategies draw (left out unset: digests stay)
+            options["input-model"] = _input_model(config)
+            options["simulated-user"] = bool(
+                _opt(config, "--agentprop-simulated-user")
+                or config.getini("agentprop_simulated_user")
+            )
         recorder.set_shard(
             pytest_shard_info(
                 [item.nodeid for item in items], shard, seed=_session(config).seed, options=options

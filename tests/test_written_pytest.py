@@ -306,3 +306,25 @@ def test_under_xdist_the_controller_adds_up_the_workers_counts(
     result.assert_outcomes(passed=2)
     assert asked == 10  # two templates, five families each, on whichever workers ran them
     assert "input model anthropic:w: 10 prompt(s) (10 live call(s)" in result.stdout.str()
+
+
+def test_a_shard_drawing_model_written_inputs_is_not_merged_with_one_that_does_not(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The input model is one of the settings a pytest shard's digest covers: shards that draw
+    different inputs are not one session (`agentprop merge` refuses them); unset, the digest is
+    what it was."""
+    from agentprop._decide.records import SHARD_FILE
+
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-a-real-key")
+    digests = []
+    with MessagesServer(handler=loopback_model) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        for extra in ([], ["--agentprop-input-model", "anthropic:w"]):
+            where = pytester.path / f"records{len(digests)}"
+            shard = ["--agentprop-shard", "1/1", "--agentprop-records", str(where)]
+            run(pytester, *shard, "--agentprop-seed", "1", *extra).assert_outcomes(passed=1)
+            info = json.loads((where / SHARD_FILE).read_text(encoding="utf-8"))
+            digests.append(info["settings_digest"])
+    assert digests[0] != digests[1]
