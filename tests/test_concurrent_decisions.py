@@ -317,3 +317,30 @@ def test_run_permits_hand_a_freed_permit_to_the_first_waiter() -> None:
         return got
 
     assert asyncio.run(scenario()) == ["first", "second"]
+
+
+def test_runs_cancelled_before_they_start_give_back_their_permits_and_claims() -> None:
+    """Trial 0 is in the memo and fails: the zero-failure test is decided by it in the same
+    step that dispatched trials 1-4, so their tasks are cancelled before they ever run. Their
+    permits and memo claims come back; kept, every later run of the process waited for ever."""
+    memo = TrialMemo()
+    failing = Trace(
+        case_id="c", trial=0, turns=[Turn(index=0, user_message="hi", response={"decision": "X"})]
+    )
+    memo.put(memo.key("in", "a", 0), failing)
+    permits = RunPermits(4)
+    agent = SimulatedAgent(1.0)
+    result = asyncio.run(
+        adecide(
+            agent.run,
+            OracleSettings(mode="zero-failure", tau=1.0, runs=59),
+            judge=judged_by([]),
+            memo=memo,
+            input_digest="in",
+            fingerprint="a",
+            concurrency=4,
+            permits=permits,
+        )  # type: ignore[arg-type]
+    )
+    assert result.verdict == "FAIL" and agent.started == []
+    assert permits.free == 4 and memo.in_flight() == 0

@@ -647,6 +647,33 @@ def _feed(
     return "judged"
 
 
+def _start_making(
+    trials: _Trials, trial: int, claim: RunClaim | _Unkept, holds_permit: bool
+) -> asyncio.Task[tuple[Trace, bool] | None]:
+    """A task making ``trial``'s run (:meth:`_Trials.make`). A task cancelled before it ever
+    ran never enters ``make`` (the decision can end in the step that dispatched it), so its
+    claim on the memo and its permit are given back here, else decisions waiting for either
+    would wait for ever."""
+    started = False
+
+    async def make() -> tuple[Trace, bool] | None:
+        nonlocal started
+        started = True
+        return await trials.make(trial, claim, holds_permit)
+
+    def give_back(task: asyncio.Task[tuple[Trace, bool] | None]) -> None:
+        if started:
+            return
+        claim.release()
+        if holds_permit:
+            assert trials.permits is not None
+            trials.permits.release()
+
+    task = asyncio.ensure_future(make())
+    task.add_done_callback(give_back)
+    return task
+
+
 async def _decide_in_flight(
     test: SequentialTest,
     trials: _Trials,
@@ -716,7 +743,7 @@ async def _decide_in_flight(
                             if log is not None:
                                 log.unjudged(j, "refused")
                         break  # else asked again once a run in flight settles
-                    flying[asyncio.ensure_future(trials.make(j, begun, holds_permit))] = j
+                    flying[_start_making(trials, j, begun, holds_permit)] = j
                     making.add(j)
                 dispatched += 1
             if fed in ready or refused_at == fed:
