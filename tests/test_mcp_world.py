@@ -783,3 +783,55 @@ def test_serve_report_of_a_whole_run_needs_no_server(
         "INCONCLUSIVE END_REFUSE_PII<-N1_INTENT (0/0)" in " ".join(out.split())
         and "supportops_v1: 5 case(s): 5 INCONCLUSIVE" in out
     )
+
+
+def test_a_client_of_a_real_server_gets_every_case_kind_exploration_and_shrinking(
+    tmp_path: Path,
+) -> None:
+    """An MCP client agent run by agentprop through a real server per trial (McpServedAgent:
+    streamable HTTP on loopback, the SDK's own client, a session a turn) is tested like the
+    Python agent it plays: the same cases of every kind the filter selects (MFT, EXPLORE,
+    PROBE, DIR, INV), the same verdicts, and the same bug shrunk to the same reproducer. With
+    the run's default concurrency, trials dispatched just before a decision are cancelled
+    unstarted; this run hung on them for good before they gave their permits back."""
+    reports = {}
+    for agent in ("agent:SupportOpsAgent", "mcp_agent:SupportOpsServedMcpAgent"):
+        report = tmp_path / f"{agent.split(':')[0]}.json"
+        code = main(
+            [
+                "run",
+                str(SUPPORTOPS),
+                "--agent",
+                agent,
+                "--fault",
+                "leak_pii=0.5",
+                "--case",
+                "END_BILLING_ANSWER<-N3_BILLING",
+                "--explore",
+                "1",
+                "--explore-seed",
+                "1",
+                "--corpus",
+                "none",
+                "--json",
+                str(report),
+            ]
+        )
+        assert code == 1
+        reports[agent] = json.loads(report.read_text())
+    python, served = reports.values()
+    kinds = {c["kind"] for c in served["cases"]}
+    assert kinds == {"MFT", "EXPLORE", "PROBE", "DIR", "INV"}
+    assert [(c["id"], c["verdict"]) for c in served["cases"]] == [
+        (c["id"], c["verdict"]) for c in python["cases"]
+    ]
+
+    def bugs(report: dict[str, Any]) -> list[Any]:
+        return [
+            (b["signature"], b["representative"], b["minimal"], b["reproducer_messages"])
+            for b in report["bugs"]
+        ]
+
+    (bug,) = bugs(served)
+    assert bug[0].startswith("no_canary_leak:") and bug[1].startswith("PROBE ")
+    assert served["bugs"][0]["shrink_runs"] > 0 and bugs(served) == bugs(python)
