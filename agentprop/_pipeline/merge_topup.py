@@ -57,10 +57,13 @@ def merged_top_up(
     *,
     concurrency: int = 1,
     replay: dict[str, tuple[DecisionStart, list[TrialLine], Path]] | None = None,
+    decisions: dict[str, tuple[DecisionStart, list[TrialLine], Path]] | None = None,
 ) -> TopUp:
     """The top-up of the merged ``run`` with ``agent`` (the run's own, checked by the caller to
     be the shards'), booked in ``budget``; what :func:`~agentprop._pipeline.merge_report.
-    merge_reports` calls when its shards skipped a top-up an unsharded run makes."""
+    merge_reports` calls when its shards skipped a top-up an unsharded run makes. ``replay``:
+    per case, a recorded top-up's decision of it, whose runs are put back into the memo too;
+    ``decisions``: the shards' final decisions, when already read (:func:`_final_decisions`)."""
 
     def top_up(
         project: Project,
@@ -68,12 +71,12 @@ def merged_top_up(
         checks: dict[str, tuple[Scenario, CheckResult]],
     ) -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
         memo = TrialMemo()
-        decisions = _final_decisions(run)
+        found_in = decisions if decisions is not None else _final_decisions(run)
         sem = asyncio.Semaphore(max(1, concurrency))
         lanes = case_lanes(agent, concurrency)
 
         async def redecide(case: CaseReport, runs: int) -> CaseReport:
-            found = decisions.get(case.id)
+            found = found_in.get(case.id)
             if found is None:  # no decision recorded for it: it stands as its shard decided
                 return case
             start, lines, directory = found
@@ -118,22 +121,21 @@ def replayed_top_up(run: MergedRun) -> TopUp:
         missed.append(1)
         raise LookupError("a run the top-up's records do not hold")
 
-    fingerprints = {s.fingerprint for s, _, _ in _final_decisions(run).values()}
-    stand_in = LoadedAgent(
-        ref="(the top-up's records)",
-        factory=not_recorded,
-        fingerprint=next(iter(fingerprints), ""),
-        concurrent=False,
-    )
-    made = merged_top_up(
-        run, stand_in, Budget(), replay=_final_decisions(run, [where], every_stage=True)
-    )
-
     def top_up(
         project: Project,
         cases: list[CaseReport],
         checks: dict[str, tuple[Scenario, CheckResult]],
     ) -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
+        decisions = _final_decisions(run)
+        fingerprints = {s.fingerprint for s, _, _ in decisions.values()}
+        stand_in = LoadedAgent(
+            ref="(the top-up's records)",
+            factory=not_recorded,
+            fingerprint=next(iter(fingerprints), ""),
+            concurrent=False,
+        )
+        replay = _final_decisions(run, [where], every_stage=True)
+        made = merged_top_up(run, stand_in, Budget(), replay=replay, decisions=decisions)
         out = made(project, cases, checks)
         if missed or len(fingerprints) > 1:
             raise InputError(
