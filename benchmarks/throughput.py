@@ -57,6 +57,9 @@ times but not the CPU times.
    runs (pip compiles one; ``PYTHONPYCACHEPREFIX`` in the scratch directory, filled by an
    untimed warm-up round): in an environment that sets ``PYTHONDONTWRITEBYTECODE`` a checkout's
    agentprop would otherwise be compiled from source in every process, while the SDK is not.
+   Besides the wall times, each process's CPU time (user and system, from the kernel's
+   accounting of the waited-for child), which the other processes on a shared machine do not
+   inflate: ``cli_cpu_over_sdk`` is the median of the rounds' ratios.
 
 8. **The tools3 workload**: measurements 1, 6 and 7 again on a second workload, three tool
    round trips a run (``get_account`` three times, then ``respond``: four model calls) with tool
@@ -70,12 +73,13 @@ client CPU times (target <= 1.2x). ``--json`` writes ``live_over_sdk``, ``replay
 Anthropic is not measured), ``overhead_us_per_run``, ``sync_overhead_us_per_run``,
 ``case_concurrency_speedup``, ``own_cpu_ms_per_call`` (with the cache) and
 ``own_cpu_ms_per_call_no_cache``, and ``live_over_sdk_c128`` (the key names ``--high-concurrency``),
-``cli_over_sdk`` and ``cpu_per_call_over_sdk`` (Anthropic's, at the top level), the tools3
-workload's ``tools3_live_over_sdk_c32``, ``tools3_live_over_sdk_c128``, ``tools3_cli_over_sdk``,
-``tools3_cpu_per_call_over_sdk`` and ``tools3_cpu_per_call_over_sdk_c128`` (Anthropic's; the
-numbers name the concurrencies), ``"tools3": {provider: {...}}`` with its figures, and
-``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
-``cpu_per_call_over_sdk``, ``cli_over_sdk``, ``c128`` (measurement 6's figures),
+``cli_over_sdk``, ``cli_cpu_over_sdk`` and ``cpu_per_call_over_sdk`` (Anthropic's, at the top
+level), the tools3 workload's ``tools3_live_over_sdk_c32``, ``tools3_live_over_sdk_c128``,
+``tools3_cli_over_sdk``, ``tools3_cli_cpu_over_sdk``, ``tools3_cpu_per_call_over_sdk`` and
+``tools3_cpu_per_call_over_sdk_c128`` (Anthropic's; the numbers name the concurrencies),
+``"tools3": {provider: {...}}`` with its figures, and ``"providers": {"anthropic": {...},
+"openai": {...}}`` with each provider's ``live_over_sdk``, ``cpu_per_call_over_sdk``,
+``cli_over_sdk``, ``cli_cpu_over_sdk``, ``c128`` (measurement 6's figures),
 ``live_over_ideal``, ``replay_over_live``, the rounds' times and their medians and mins. Inputs
 (scenario, trials, replies, token counts) are fixed, so the table's shape and its counts repeat;
 the timings are measurements.
@@ -729,13 +733,20 @@ asyncio.run(go())
 requests as the CLI run sends (the baseline of ``cli_over_sdk``)."""
 
 
-def _timed_process(command: list[str], env: dict[str, str], what: str) -> float:
+def _timed_process(command: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process: its user and system time, which other
+    processes on the machine do not inflate as they do the wall time."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 3):  # 3: every case passed, the spec has untestable parts
         raise SystemExit(f"{what} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return elapsed
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu
 
 
 def cli_rounds(
@@ -747,10 +758,11 @@ def cli_rounds(
     tmp: Path,
     project_dir: Path = SUPPORTOPS,
 ) -> dict[str, list[float]]:
-    """Wall seconds of ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has
-    conversations, recording into a fresh API cache) and of the SDK alone sending the same
-    requests, each a fresh process, interleaved ``rounds`` times (the SDK first in every other
-    round), after an untimed warm-up round that fills the bytecode cache both use."""
+    """Wall seconds (``cli``, ``sdk``) and CPU seconds (``cli_cpu``, ``sdk_cpu``) of
+    ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has conversations,
+    recording into a fresh API cache) and of the SDK alone sending the same requests, each a
+    fresh process, interleaved ``rounds`` times (the SDK first in every other round), after an
+    untimed warm-up round that fills the bytecode cache both use."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -762,7 +774,7 @@ def cli_rounds(
     env["ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"] = "benchmark"
     bodies_path = tmp / f"bodies-{provider}-{project_dir.name}.json"
     bodies_path.write_text(json.dumps(bodies))
-    out: dict[str, list[float]] = {"cli": [], "sdk": []}
+    out: dict[str, list[float]] = {"cli": [], "sdk": [], "cli_cpu": [], "sdk_cpu": []}
     for r in range(-1, rounds) if rounds else ():  # round -1: the warm-up, not timed
         cache = tmp / f"cli-cache-{provider}-{project_dir.name}-{r}.sqlite"
         cli = [
@@ -785,10 +797,32 @@ def cli_rounds(
         steps = [("cli", cli, "agentprop run"), ("sdk", sdk, "the SDK alone")]
         for key, command, what in steps if r % 2 == 0 else steps[::-1]:
             _clean_heap()
-            elapsed = _timed_process(command, env, what)
+            elapsed, cpu = _timed_process(command, env, what)
             if r >= 0:
                 out[key].append(elapsed)
+                out[f"{key}_cpu"].append(cpu)
     return out
+
+
+def _cli_figures(r: dict[str, Any], c: dict[str, list[float]]) -> None:
+    """``agentprop run``'s figures of :func:`cli_rounds` into a provider's results: the wall and
+    CPU ratios over the SDK alone (``None`` when not measured) and the rounds' times."""
+    r["cli_over_sdk"] = _ratio(c["cli"], c["sdk"]) if c["cli"] else None
+    r["cli_cpu_over_sdk"] = _ratio(c["cli_cpu"], c["sdk_cpu"]) if c["cli"] else None
+    r["cli_s"], r["cli_sdk_alone_s"] = c["cli"], c["sdk"]
+    r["cli_cpu_s"], r["cli_sdk_alone_cpu_s"] = c["cli_cpu"], c["sdk_cpu"]
+
+
+def _cli_text(r: dict[str, Any]) -> str:
+    """``agentprop run`` over the SDK alone, wall and CPU, as a sentence."""
+    if r["cli_over_sdk"] is None:
+        return "agentprop run not measured (--cli-rounds 0)"
+    return (
+        f"agentprop run over the SDK alone {r['cli_over_sdk']:.2f}x ({_spread(r['cli_s'])} s "
+        f"against {_spread(r['cli_sdk_alone_s'])} s; target <= 1.15x), its CPU time "
+        f"{r['cli_cpu_over_sdk']:.2f}x the SDK's ({_spread(r['cli_cpu_s'])} s against "
+        f"{_spread(r['cli_sdk_alone_cpu_s'])} s)"
+    )
 
 
 def _spread(values: list[float]) -> str:
@@ -945,8 +979,7 @@ def measure_tools3(
                 * figures["requests"]
                 / figures["live_calls"]
             )
-        r["cli_over_sdk"] = _ratio(cli[p]["cli"], cli[p]["sdk"]) if cli[p]["cli"] else None
-        r["cli_s"], r["cli_sdk_alone_s"] = cli[p]["cli"], cli[p]["sdk"]
+        _cli_figures(r, cli[p])
         r[f"c{args.high_concurrency}"] = h
         out[p] = r
     return out
@@ -968,16 +1001,10 @@ def print_tools3(args: argparse.Namespace, tools3: dict[str, dict[str, Any]]) ->
     )
     print_side_by_side(high, args.tools3_high_runs * calls * args.latency / args.high_concurrency)
     for p, r in tools3.items():
-        cli = (
-            f"agentprop run over the SDK alone {r['cli_over_sdk']:.2f}x ({_spread(r['cli_s'])} s "
-            f"against {_spread(r['cli_sdk_alone_s'])} s)"
-            if r["cli_over_sdk"] is not None
-            else "agentprop run not measured (--cli-rounds 0)"
-        )
         print(
             f"  {p} tools3: library over the SDK alone {r['live_over_sdk']:.2f}x at concurrency "
             f"{args.concurrency}, {high[p]['live_over_sdk']:.2f}x at {args.high_concurrency} "
-            f"(target <= 1.10x); {cli} (target <= 1.15x); client CPU per model call over the "
+            f"(target <= 1.10x); {_cli_text(r)}; client CPU per model call over the "
             f"SDK's {r['cpu_per_call_over_sdk']:.2f}x, "
             f"{high[p]['cpu_per_call_over_sdk']:.2f}x (target <= 1.2x)"
         )
@@ -1150,8 +1177,7 @@ def main(argv: list[str] | None = None) -> int:
         r["cpu_per_call_over_sdk"] = (
             _ratio(rounds[p]["live_cpu"], rounds[p]["sdk_cpu"]) * r["requests"] / r["live_calls"]
         )
-        r["cli_over_sdk"] = _ratio(c["cli"], c["sdk"]) if c["cli"] else None
-        r["cli_s"], r["cli_sdk_alone_s"] = c["cli"], c["sdk"]
+        _cli_figures(r, c)
         h = high_results[p]
         h["cpu_per_call_over_sdk"] = (
             _ratio(high[p]["live_cpu"], high[p]["sdk_cpu"]) * h["requests"] / h["live_calls"]
@@ -1180,9 +1206,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in providers:
         r = results[p]
         print(
-            f"  {p}: agentprop run {_spread(r['cli_s'])} s, the SDK alone "
-            f"{_spread(r['cli_sdk_alone_s'])} s; over the SDK alone "
-            f"{r['cli_over_sdk']:.2f}x (target <= 1.15x)"
+            f"  {p}: {_cli_text(r)}"
             if r["cli_over_sdk"] is not None
             else f"  {p}: not measured (--cli-rounds 0); cli_over_sdk is null"
         )
@@ -1255,6 +1279,7 @@ def main(argv: list[str] | None = None) -> int:
                     "live_over_sdk"
                 ],
                 "cli_over_sdk": a["cli_over_sdk"],
+                "cli_cpu_over_sdk": a["cli_cpu_over_sdk"],
                 "cpu_per_call_over_sdk": a["cpu_per_call_over_sdk"],
                 "replay_over_live": a["replay_over_live"],
                 "live_over_ideal": a["live_over_ideal"],
@@ -1269,6 +1294,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"tools3_live_over_sdk_c{args.high_concurrency}": t3
                     and t3[f"c{args.high_concurrency}"]["live_over_sdk"],
                     "tools3_cli_over_sdk": t3 and t3["cli_over_sdk"],
+                    "tools3_cli_cpu_over_sdk": t3 and t3["cli_cpu_over_sdk"],
                     "tools3_cpu_per_call_over_sdk": t3 and t3["cpu_per_call_over_sdk"],
                     f"tools3_cpu_per_call_over_sdk_c{args.high_concurrency}": t3
                     and t3[f"c{args.high_concurrency}"]["cpu_per_call_over_sdk"],

@@ -118,6 +118,7 @@ def test_both_providers_side_by_side_with_the_issue_keys(
             and r["cpu_per_call_over_sdk"] > 0
         )
         assert r["cli_over_sdk"] is None and r["cli_s"] == []
+        assert r["cli_cpu_over_sdk"] is None and r["cli_cpu_s"] == []
     assert data["live_over_sdk_c4"] == data["providers"]["anthropic"]["c4"]["live_over_sdk"]
     assert data["cli_over_sdk"] is None and "not measured (--cli-rounds 0)" in printed
     a = data["providers"]["anthropic"]
@@ -184,6 +185,10 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(
     assert (
         len(openai["cli_s"]) == len(openai["cli_sdk_alone_s"]) == 1 and openai["cli_over_sdk"] > 0
     )
+    # ... and each process's CPU time (the kernel's accounting of the waited-for child)
+    assert len(openai["cli_cpu_s"]) == len(openai["cli_sdk_alone_cpu_s"]) == 1
+    assert openai["cli_cpu_s"][0] > 0 and openai["cli_sdk_alone_cpu_s"][0] > 0
+    assert openai["cli_cpu_over_sdk"] > 0
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
     assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
     assert data["providers"]["openai"]["replay_live_calls"] == 0
@@ -216,16 +221,25 @@ def test_the_cli_rounds_run_both_sides_from_a_warmed_bytecode_cache(
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     calls: list[tuple[str, dict[str, str]]] = []
 
-    def fake(command: list[str], env: dict[str, str], what: str) -> float:
+    def fake(command: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
         calls.append((what, env))
-        return 1.0 + len(calls)
+        return 1.0 + len(calls), 0.5 + len(calls)
 
     monkeypatch.setattr(throughput, "_timed_process", fake)
     out = throughput.cli_rounds("openai", "http://127.0.0.1:9/v1", [[{}]], 4, 2, tmp_path)
     # one untimed warm-up round, then the timed ones
     assert [w for w, _ in calls].count("agentprop run") == 3 == len(calls) // 2
     assert len(out["cli"]) == len(out["sdk"]) == 2 and 2.0 not in out["cli"] + out["sdk"]
+    # each process's CPU time beside its wall time, from the same (timed) rounds
+    assert [w - c for w, c in zip(out["cli"] + out["sdk"], out["cli_cpu"] + out["sdk_cpu"])] == [
+        0.5
+    ] * 4
     for _, env in calls:
         assert "PYTHONDONTWRITEBYTECODE" not in env
         assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
-    assert throughput.cli_rounds("openai", "x", [[{}]], 4, 0, tmp_path) == {"cli": [], "sdk": []}
+    assert throughput.cli_rounds("openai", "x", [[{}]], 4, 0, tmp_path) == {
+        "cli": [],
+        "sdk": [],
+        "cli_cpu": [],
+        "sdk_cpu": [],
+    }
