@@ -466,3 +466,58 @@ def test_a_damaged_imported_case_is_an_input_error_naming_the_file(tmp_path: Pat
         "run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none"
     )
     assert code == 2 and "imported case bad.json cannot be read" in err and "--to-cases" in err
+
+
+def _answered_in_text(log: Path, tmp_path: Path) -> Path:
+    """The example log as an agent without a ``respond`` tool logs it: the same calls, each
+    final answer the assistant's text (``finish_reason: stop``)."""
+    lines = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        call = json.loads(line)
+        choice = call["response"]["choices"][0]
+        tool_calls = choice["message"].get("tool_calls") or []
+        if tool_calls and tool_calls[0]["function"]["name"] == "respond":
+            said = json.loads(tool_calls[0]["function"]["arguments"])["user_message"]
+            choice["message"] = {"role": "assistant", "content": said}
+            choice["finish_reason"] = "stop"
+        call["request"]["tools"] = [
+            t for t in call["request"]["tools"] if t["function"]["name"] != "respond"
+        ]
+        call["request"].pop("tool_choice")
+        lines.append(json.dumps(call))
+    path = tmp_path / "answered_in_text.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_conversations_answered_in_text_take_the_path_their_tool_calls_fit(
+    tmp_path: Path,
+) -> None:
+    """A production agent without agentprop's ``respond`` tool answers in text: no node or
+    decision names where it ended. Its path is told by its tool calls (the lookup is
+    END_ANSWERED's, no call END_CLARIFY's), and the response contract it cannot meet is not
+    counted against it: before, every such conversation 'broke response_valid' on no path."""
+    code, out, _ = cli("import", str(QUICKSTART), str(_answered_in_text(LOG, tmp_path)))
+    assert code == 0 and "response_valid" not in out
+    assert "3 trace(s): 3 passed, 0 failed (broke a contract); 2 distinct behaviour(s)" in out
+    told = "(told by its tool calls: answered in text, no respond): ok"
+    assert f"1 x path END_ANSWERED<-N1_ROUTE {told} (line 2)" in out
+    # the answer given without the lookup looks like a clarification: the decision is not known
+    assert f"2 x path END_CLARIFY<-N1_ROUTE {told} (line 3, line 4)" in out
+
+
+def test_a_text_answer_that_fits_several_paths_is_not_given_one() -> None:
+    from agentprop._scenario.trace import Trace, Turn
+
+    project = load_project(ROOT / "examples" / "supportops")
+    trace = Trace(
+        case_id="line 1",
+        turns=[Turn(index=0, user_message="Hello?", text="How can I help you today?")],
+    )
+    judged = judge_trace(project, trace, project.scenarios())
+    assert judged.path is None and len(judged.fits) > 1 and not judged.failures
+    (line,) = summarise([judged]).lines()[1:]
+    assert line.startswith(
+        f"  1 x path not told: answered in text, and its tool calls fit {len(judged.fits)} "
+        "cases equally ("
+    )

@@ -693,6 +693,14 @@ class JudgedTrace:
     trace: Trace
     path: str | None
     failures: list[Verdict]
+    fits: tuple[str, ...] = ()
+    """For a conversation answered in text (no ``respond`` in the log, so no node or decision
+    to tell its path by): the paths its tool calls fit best; ``path`` is set when one does."""
+
+    @property
+    def in_text(self) -> bool:
+        """Whether the path was told by the tool calls alone (answered in text)."""
+        return bool(self.fits)
 
     @property
     def signatures(self) -> tuple[str, ...]:
@@ -708,9 +716,49 @@ def _ends_at(scenario: Scenario, trace: Trace) -> bool:
     )
 
 
+_OF_THE_RESPONSE = frozenset({"response_valid", "decision_is", "decision_in_enum"})
+"""Contracts on the structured ``respond`` a conversation answered in text does not have."""
+
+
+def _answered_in_text(trace: Trace) -> bool:
+    return bool(trace.turns) and all(t.response is None for t in trace.turns)
+
+
+def _judge_text_answers(
+    project: Project, trace: Trace, scenarios: list[Scenario], general: list[Verdict]
+) -> JudgedTrace:
+    """A conversation that never called ``respond`` (a production agent answering in text):
+    no node or decision says where it ended, so its path is the case of as many turns whose
+    tool contracts it breaks the fewest of, when one case does; what the response contract and
+    the decision require is not checked (there is no response to check)."""
+    grounding = project.bindings.response_grounding(project.spec)
+    ranked: list[tuple[int, Scenario, list[Verdict]]] = []
+    for scenario in scenarios:
+        if len(scenario.turns) != len(trace.turns):
+            continue
+        broken = [
+            v
+            for v in mft_verdicts(project.spec, scenario, trace, grounding=grounding)
+            if not v.passed and v.contract not in _OF_THE_RESPONSE
+        ]
+        ranked.append((len(broken), scenario, broken))
+    failures = [v for v in general if not v.passed and v.contract not in _OF_THE_RESPONSE]
+    if not ranked:
+        return JudgedTrace(trace, None, failures, fits=("none",))
+    fewest = min(n for n, _, _ in ranked)
+    best = [(sc, broken) for n, sc, broken in ranked if n == fewest]
+    fits = tuple(sc.id for sc, _ in best)
+    if len(best) > 1:
+        return JudgedTrace(trace, None, failures, fits=fits)
+    seen = {v.signature for v in failures}
+    failures += [v for v in best[0][1] if v.signature not in seen]
+    return JudgedTrace(trace, best[0][0].id, failures, fits=fits)
+
+
 def judge_trace(project: Project, trace: Trace, scenarios: list[Scenario]) -> JudgedTrace:
     """Judge ``trace`` by the spec's contracts, and by the MFT of the case among ``scenarios``
-    that ends where it responded and that it breaks the fewest contracts of."""
+    that ends where it responded and that it breaks the fewest contracts of (a conversation
+    answered in text: see :func:`_judge_text_answers`)."""
     spec = project.spec
     tools = [t.name for t in spec.tools if t.name != "respond"]
     general = [
@@ -719,6 +767,8 @@ def judge_trace(project: Project, trace: Trace, scenarios: list[Scenario]) -> Ju
         within_scope(trace, tools),
         max_tool_calls(trace, spec.max_tool_calls_per_turn),
     ]
+    if _answered_in_text(trace):
+        return _judge_text_answers(project, trace, scenarios, general)
     best: tuple[Scenario, list[Verdict]] | None = None
     grounding = project.bindings.response_grounding(spec)
     for scenario in scenarios:
@@ -759,6 +809,16 @@ class ImportSummary:
             self.groups.items(), key=lambda item: (-len(item[1]), str(item[0]))
         ):
             where = path or "no case of the spec ends where it responded"
+            fits = group[0].fits
+            if fits and path is not None:
+                where += " (told by its tool calls: answered in text, no respond)"
+            elif fits == ("none",):
+                where = "not told: answered in text, and no case of the spec has as many turns"
+            elif fits:
+                where = (
+                    f"not told: answered in text, and its tool calls fit {len(fits)} cases "
+                    f"equally ({', '.join(fits[:3])}{', ...' if len(fits) > 3 else ''})"
+                )
             verdict = "ok" if not sigs else "broke " + ", ".join(sigs)
             ids = ", ".join(j.trace.case_id for j in group[:3]) + (
                 ", ..." if len(group) > 3 else ""
