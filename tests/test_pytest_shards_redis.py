@@ -25,7 +25,13 @@ from typing import Any
 import pytest
 
 from agentprop._cli import main
-from agentprop._decide.records import REPORT_FILE, CheckLine, read_records, records_files
+from agentprop._decide.records import (
+    REPORT_FILE,
+    CheckLine,
+    TrialLine,
+    read_records,
+    records_files,
+)
 from agentprop._modelapi.budget import price_for
 from agentprop._modelapi.ledger import open_ledger
 from agentprop.testing import MessagesServer, message_reply, tool_use_block
@@ -218,8 +224,9 @@ def test_four_pytest_shards_on_one_redis_merge_into_the_unsharded_session_within
         ]  # fmt: skip
         # shard 4 once more, slowed down, its runs its own (no memo), killed mid-session
         cut = project / "s4-killed"
+        killed_store = f"{redis_url}?prefix=killed-{tag}&run=killed-{tag}"
         killed = _pytest(project, "-n", "0", "--agentprop-memo", "none", "--agentprop-store",
-                         f"{redis_url}?prefix=killed-{tag}&run=killed-{tag}",
+                         killed_store,
                          "--agentprop-max-runs", "100000", "--agentprop-shard", "4/4",
                          "--agentprop-records", str(cut),
                          E2E_TURN_S="0.1")  # fmt: skip
@@ -284,16 +291,19 @@ def test_four_pytest_shards_on_one_redis_merge_into_the_unsharded_session_within
     # -- the killed shard: every trial line written before the kill reads back, and each check
     # it had recorded is the finished shard 4's, decided again from its trials
     assert not (cut / REPORT_FILE).exists()
-    assert sum(r.type == "trial" for r in read_records(cut)) >= seen >= 12
+    kept = [r for r in read_records(cut) if isinstance(r, TrialLine)]
+    assert len(kept) >= seen >= 12
+    # ... and every run it started stays booked in the Redis ledger
+    assert open_ledger(killed_store).totals().runs >= sum(r.status == "started" for r in kept)
     code, out = _merge(*(str(project / f"s{i}") for i in (1, 2, 3)), str(cut))
     assert code == 2 and "shard 4/4" in out and "is incomplete" in out, out
     code, out = _merge("--records-only", str(cut), "--json", str(tmp_path / "cut.json"))
     assert code in (1, 3), out
     assert f"note: shard 4/4 ({cut}) did not finish" in out
-    kept = json.loads((tmp_path / "cut.json").read_text())["cases"]
+    table = json.loads((tmp_path / "cut.json").read_text())["cases"]
     whole_shard = {(c["test"], c["case"]): c for c in merged["checks"]}
-    assert kept, "the killed shard recorded a check"
-    for c in kept:
+    assert table, "the killed shard recorded a check"
+    for c in table:
         mine = whole_shard[(c["test"], c["name"])]
         assert (c["verdict"], c["runs"], c["interval"]) == (
             mine["verdict"],
