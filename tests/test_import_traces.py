@@ -521,3 +521,115 @@ def test_a_text_answer_that_fits_several_paths_is_not_given_one() -> None:
         f"  1 x path not told: answered in text, and its tool calls fit {len(judged.fits)} "
         "cases equally ("
     )
+
+
+_GET_ORDER = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}},
+    "required": ["order_id"],
+}
+_ANSWER = {
+    "node_id": "END_ANSWERED",
+    "decision": "ANSWERED",
+    "tool_actions": ["get_order"],
+    "evidence": "get_order: O-1001 is shipped",
+    "user_message": "Order O-1001 is shipped.",
+}
+_SHIPPED = json.dumps({"order_id": "O-1001", "status": "shipped"})
+
+
+def _logged_by_the_sdk(api: str) -> list[dict[str, object]]:
+    """A lookup conversation logged as an application logs it with the official SDK: the
+    request it passed and ``response.model_dump(mode="json")`` (every field, unset ones
+    null), the reply passed back in the next request as the SDK's model dumps it without
+    nulls; the model is a loopback server (agentprop.testing)."""
+    from agentprop.testing import MessagesServer, OpenAIServer, respond_reply, tool_use_reply
+
+    script = [tool_use_reply("get_order", {"order_id": "O-1001"}), respond_reply(**_ANSWER)]
+    respond_schema = {"type": "object", "properties": {k: {} for k in _ANSWER}}
+    log: list[dict[str, object]] = []
+    if api == "anthropic-messages":
+        anthropic = pytest.importorskip("anthropic")
+        with MessagesServer(script) as server:
+            client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-loopback")
+            tools = [
+                {"name": "get_order", "input_schema": _GET_ORDER},
+                {"name": "respond", "input_schema": respond_schema},
+            ]
+            messages: list[dict[str, object]] = [
+                {"role": "user", "content": "Where is my order O-1001?"}
+            ]
+            for _ in script:
+                request = {"model": "m", "max_tokens": 512, "messages": list(messages)}
+                reply = client.messages.create(**request, tools=tools)
+                log.append({"request": request, "response": reply.model_dump(mode="json")})
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": [
+                            b.model_dump(mode="json", exclude_none=True) for b in reply.content
+                        ],
+                    }
+                )
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": reply.content[0].id,
+                                "content": _SHIPPED,
+                            }
+                        ],
+                    }
+                )
+        return log
+    openai = pytest.importorskip("openai")
+    with OpenAIServer(script) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-loopback")
+        if api == "openai-chat":
+            chat_tools = [
+                {"type": "function", "function": {"name": "get_order", "parameters": _GET_ORDER}},
+                {"type": "function", "function": {"name": "respond", "parameters": respond_schema}},
+            ]
+            history: list[dict[str, object]] = [
+                {"role": "user", "content": "Where is my order O-1001?"}
+            ]
+            for _ in script:
+                request = {"model": "m", "messages": list(history), "tools": chat_tools}
+                completion = client.chat.completions.create(**request)
+                log.append({"request": request, "response": completion.model_dump(mode="json")})
+                message = completion.choices[0].message
+                history.append(message.model_dump(mode="json", exclude_none=True))
+                call_id = (message.tool_calls or [])[0].id
+                history.append({"role": "tool", "tool_call_id": call_id, "content": _SHIPPED})
+            return log
+        response_tools = [
+            {"type": "function", "name": n, "parameters": s, "strict": False}
+            for n, s in (("get_order", _GET_ORDER), ("respond", respond_schema))
+        ]
+        items: list[dict[str, object]] = [{"role": "user", "content": "Where is my order O-1001?"}]
+        for _ in script:
+            request = {"model": "m", "input": list(items), "tools": response_tools}
+            response = client.responses.create(**request)
+            log.append({"request": request, "response": response.model_dump(mode="json")})
+            call = response.output[0]
+            items.append(call.model_dump(mode="json", exclude_none=True))
+            items.append(
+                {"type": "function_call_output", "call_id": call.call_id, "output": _SHIPPED}  # type: ignore[union-attr]
+            )
+        return log
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_a_log_written_with_the_official_sdk_is_one_conversation(api: str, tmp_path: Path) -> None:
+    """The SDKs' dumps spell out every unset field as null (``"refusal": null``, ``"caller":
+    null`` ...), which the reply sent back in the next request lacks: the calls still chain
+    into one conversation (before, a Chat Completions log of one lookup read as two
+    conversations, the first ending on a tool call with no answer)."""
+    log = tmp_path / f"{api}.jsonl"
+    log.write_text("".join(json.dumps(call) + "\n" for call in _logged_by_the_sdk(api)))
+    code, out, _ = cli("import", str(QUICKSTART), str(log), "--format", api)
+    assert code == 0, out
+    assert "1 trace(s): 1 passed, 0 failed" in out
+    assert "1 x path END_ANSWERED<-N1_ROUTE: ok (line 2)" in out

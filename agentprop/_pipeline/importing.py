@@ -148,9 +148,23 @@ _MODELS: dict[
 }
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` without the fields that say nothing: ``None``, ``[]`` and ``{}`` values. An
+    SDK's dump of a reply (``response.model_dump()``) spells out ``"refusal": null``,
+    ``"audio": null`` ...; the same message sent back in the next request usually does not."""
+    if isinstance(value, dict):
+        kept = {k: _canonical(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
 def _key(messages: list[dict[str, Any]]) -> str:
+    """The digest of a conversation so far: equal for the same messages however they were
+    serialised (key order, fields left out or given as null)."""
     return hashlib.sha256(
-        json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+        json.dumps(_canonical(messages), sort_keys=True, ensure_ascii=False).encode()
     ).hexdigest()
 
 
@@ -810,8 +824,13 @@ class ImportSummary:
         ):
             where = path or "no case of the spec ends where it responded"
             fits = group[0].fits
-            if fits and path is not None:
-                where += " (told by its tool calls: answered in text, no respond)"
+            in_text = sum(j.in_text for j in group)
+            if in_text and path is not None:
+                where += (
+                    " (told by its tool calls: answered in text, no respond)"
+                    if in_text == len(group)
+                    else f" ({in_text} of them told by their tool calls: answered in text)"
+                )
             elif fits == ("none",):
                 where = "not told: answered in text, and no case of the spec has as many turns"
             elif fits:
