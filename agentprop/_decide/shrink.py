@@ -37,6 +37,7 @@ from agentprop._judge.judges import ModelJudge
 from agentprop._judge.properties import Property, verdicts_of
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import get_path
 from agentprop._shrink import Calibration, Outcome, Unit, verify
 from agentprop._shrink import shrink as shrink_units
@@ -365,13 +366,18 @@ def shrink(
             if infra is not None:  # the run was not made: nothing to learn, nothing to keep
                 raise InfrastructureError(f"shrinking stopped: {infra.message}", kind=infra.kind)
         if prop is None:
-            return record_for(case_of(candidate).verdicts(trace))
-        before = prop.calls if isinstance(prop, ModelJudge) else 0
-        verdicts = verdicts_of(prop(trace))
-        judge_calls["n"] += (prop.calls - before) if isinstance(prop, ModelJudge) else 0
-        return record_for(verdicts)
+            rec = record_for(case_of(candidate).verdicts(trace))
+        else:
+            before = prop.calls if isinstance(prop, ModelJudge) else 0
+            rec = record_for(verdicts_of(prop(trace)))
+            judge_calls["n"] += (prop.calls - before) if isinstance(prop, ModelJudge) else 0
+        if not rec.passed and (chased is None or rec.signature == chased):
+            behaved.setdefault(id(candidate), (candidate, behaviour_of(trace, rec.turn)))
+        return rec
 
     others: dict[str, OtherFailure] = {}
+    behaved: dict[int, tuple[Scenario, list[str]]] = {}
+    """Per candidate, what the agent did in its first run failing with the chased signature."""
 
     def run(candidate: Scenario, trial: int) -> Outcome:
         """One run; a model judge's calls for it spend the shrink budget like runs."""
@@ -586,7 +592,30 @@ def shrink(
         if not fixed_text
         else kept_as_written,
         other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
+        behaviour=held[1]
+        if (held := behaved.get(id(reproducer))) is not None and held[0] is reproducer
+        else [],
     )
+
+
+def behaviour_of(trace: Trace, through: int | None = None) -> list[str]:
+    """What the agent did in one run, per turn up to the failing turn ``through`` (0-based;
+    ``None``: every turn), without the words it or the user wrote: the tools it called (names,
+    in order), the node and decision it reported, and errors by kind. Two inputs failing for
+    one cause make the agent behave alike up to the failure, whatever their wording; what
+    follows it depends on the path (a cancellation that then fails opens a ticket)."""
+    out = []
+    last = len(trace.turns) - 1 if through is None else through % max(len(trace.turns), 1)
+    for t in trace.turns[: last + 1]:
+        r = t.response or {}
+        calls = ",".join(c.name for c in t.tool_calls)
+        errors = ",".join(e.kind for e in t.errors)
+        out.append(
+            f"turn {t.index + 1}: calls [{calls}] node {r.get('node_id')} decision "
+            f"{r.get('decision')}" + (f" errors [{errors}]" if errors else "")
+        )
+    out += [f"run error: {e.kind}" for e in trace.errors if through is None]
+    return out
 
 
 def _leaves(units: Sequence[Unit[Any]]) -> tuple[Unit[Any], ...]:

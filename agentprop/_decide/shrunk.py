@@ -81,6 +81,10 @@ class ShrinkReport(BaseModel):
     other_failures: list[OtherFailure] = Field(default_factory=list)
     """Every other failure met, search and verification runs alike, with the first candidate
     it was met on, most frequent first."""
+    behaviour: list[str] = Field(default_factory=list)
+    """What the agent did in a run of the reproducer that failed with the signature, per turn up
+    to the failing one, without words (tools called, node, decision:
+    :func:`agentprop._decide.shrink.behaviour_of`); empty when no run of it failed."""
 
     @property
     def minimality(self) -> str:
