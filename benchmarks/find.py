@@ -449,6 +449,18 @@ class RunOutcome:
     def runs_of(self, kinds: Sequence[str]) -> int:
         return sum(c.runs for c in self.report.cases if c.kind in kinds)
 
+    def shrink_of(self, bug: Any) -> ShrinkReport | None:
+        """The shrink whose reproducer the bug reports (one signature split into causes has
+        one shrink per cause, and shrinks that named no new cause)."""
+        return next(
+            (
+                s
+                for s in self.shrinks
+                if s.signature == bug.signature and s.reproducer_messages == bug.reproducer_messages
+            ),
+            None,
+        )
+
     @property
     def bugs(self) -> list[Any]:
         return [b for b in self.report.bugs if b.origin == "cases"]
@@ -552,10 +564,9 @@ def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
     trigger (holds it, needs every kept choice for it, no world change it does not need) and
     keep the bug's signature on fresh runs?"""
     project = project_of(fault.example)
-    by_bug = {s.signature: s for s in outcome.shrinks}
     out: list[Judgement] = []
     for bug in outcome.bugs:
-        shrunk = by_bug.get(bug.signature)
+        shrunk = outcome.shrink_of(bug)
         if shrunk is None or not bug.shrink_runs:
             out.append(
                 Judgement(
@@ -790,10 +801,9 @@ def judge_blind(fault: BlindFault, project: Project, outcome: RunOutcome) -> lis
     of its kept choices makes the faulted agent pass (every kept choice is needed)."""
     faulted = load_agent(fault.agent, project.base_dir, {fault.knob: fault.rate})
     clean = load_agent(fault.agent, project.base_dir, {})
-    by_bug = {s.signature: s for s in outcome.shrinks}
     out: list[Judgement] = []
     for bug in outcome.bugs:
-        shrunk = by_bug.get(bug.signature)
+        shrunk = outcome.shrink_of(bug)
         if shrunk is None or not bug.shrink_runs:
             out.append(
                 Judgement(

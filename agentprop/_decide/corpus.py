@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -93,6 +93,10 @@ class CorpusEntry(BaseModel):
     """The reproducer's generator choices (template variant, transforms per turn) when it
     came from an explored input (``ShrinkReport.reproducer_choices``); null otherwise. The
     entry replays from ``scenario`` (messages and world as values) either way."""
+    cause: list[str] = Field(default_factory=list)
+    """The choice families its reproducer needs when its signature had more than one cause
+    in the run that saved it (``BugReport.cause``): each cause is its own entry. Empty
+    otherwise."""
     retired: str | None = None
     """When it was retired (its fault gone); such entries live under ``retired/``."""
     retired_reason: str | None = None
@@ -104,12 +108,17 @@ def entry_id(
     signature: str,
     scenario_id: str,
     faults: Mapping[str, float] | None = None,
+    cause: Sequence[str] = (),
 ) -> str:
-    """Same spec, agent (reference and fault knobs), signature and case -> same entry (found
-    again, it is updated). Without knobs the id is what it always was."""
+    """Same spec, agent (reference and fault knobs), signature, case and cause -> same entry
+    (found again, it is updated). Without knobs and cause the id is what it always was; two
+    causes behind one signature (:func:`agentprop._pipeline.bugs.distinct_causes`) are two
+    entries."""
     parts: list[Any] = [spec_id, agent_ref, signature, scenario_id]
     if faults:
         parts.append(sorted(faults.items()))
+    if cause:
+        parts.append(["cause", *sorted(cause)])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
 
 
@@ -654,10 +663,15 @@ def entry_from_shrink(
     spec_path: str | None,
     agent: LoadedAgent | AgentIdentity,
     prop: str = "mft",
+    cause: Sequence[str] = (),
 ) -> CorpusEntry:
-    """A corpus entry for a shrink result (the reproducer scenario, as values)."""
+    """A corpus entry for a shrink result (the reproducer scenario, as values); ``cause``: the
+    bug's cause when its signature had more than one."""
     return CorpusEntry(
-        id=entry_id(spec_id, agent.ref, report.signature, report.scenario, agent.faults),
+        id=entry_id(
+            spec_id, agent.ref, report.signature, report.scenario, agent.faults, sorted(cause)
+        ),
+        cause=sorted(cause),
         spec_id=spec_id,
         spec_path=spec_path,
         scenario_id=report.scenario,

@@ -1,9 +1,12 @@
 """One bug, one shrink: the failures of a run grouped into bugs.
 
 A bug is keyed by its signature without the turn (:func:`bug_key`), a wrong decision by the node
-where the turn left its path (:func:`divergence_key`). Each group is shrunk once, on its simplest
-case; a corpus entry that reproduced its own signature is not shrunk again. Another signature
-met while shrinking never counts as "still fails"; it is noted, or reported unconfirmed.
+where the turn left its path (:func:`divergence_key`). Each group is shrunk on its simplest case;
+when explored inputs the reproducer does not explain (they lack a family it kept) failed with it
+too, they are shrunk as well (at most :data:`MAX_CAUSES` shrinks), and reproducers that keep
+disjoint causes split the group into one bug per cause (:func:`distinct_causes`). A corpus entry
+that reproduced its own signature is not shrunk again. Another signature met while shrinking
+never counts as "still fails"; it is noted, or reported unconfirmed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from agentprop._decide.choices import Choices, choice_units
 from agentprop._decide.metamorphic import distribution_words
+from agentprop._decide.shrink import behaviour_of
 from agentprop._decide.shrunk import ShrinkReport
 from agentprop._judge.signature import bug_id, bug_key
 from agentprop._pipeline.kinds import SAFETY_CONTRACTS
@@ -275,6 +279,154 @@ Shrinker = Callable[[CaseReport, str], "ShrinkReport | None"]
 """``(case, signature) -> ShrinkReport``, or None when the case cannot be shrunk."""
 
 
+MAX_CAUSES = 3
+"""Representatives shrunk at most for one group whose failing inputs differ in what made them
+(the first, then one per input that no reproducer so far explains)."""
+
+
+def _family(name: str) -> str:
+    """A family without its turn (``turn2:urgency`` -> ``urgency``): one trigger met on
+    another turn is the same cause."""
+    return re.sub(r"^turn\d+:", "", name)
+
+
+def case_families(case: CaseReport) -> frozenset[str] | None:
+    """The choice families an explored input varies (:meth:`Choices.families`, without their
+    turn), or None for a case that is not an explored input (its cause cannot be told)."""
+    raw = case.details.get("families") if case.kind == "EXPLORE" else None
+    return frozenset(_family(str(f)) for f in raw) if isinstance(raw, list) else None
+
+
+def kept_families(shrunk: ShrinkReport) -> frozenset[str] | None:
+    """The families (without their turn) of the choices a confirmed reproducer kept: what its
+    failure needs (empty: the scenario's own wording and world fail). None when the reproducer
+    did not fail again."""
+    if shrunk.reproducer_rate is None or not shrunk.reproducer_rate.failures:
+        return None
+    if shrunk.reproducer_choices is None:
+        return frozenset()
+    return frozenset(
+        _family(f) for f in Choices.model_validate(shrunk.reproducer_choices).families()
+    )
+
+
+@dataclass
+class Cause:
+    """One cause behind a group's signature: its representative, its shrink, and the families
+    its reproducer needs (None: not reconfirmed)."""
+
+    hit: Hit
+    shrunk: ShrinkReport
+    families: frozenset[str] | None
+    hits: list[Hit] = field(default_factory=list)
+
+
+def _distinct(new: Cause, old: Cause) -> bool:
+    """Two reproducers of one signature are distinct causes when neither needs every family
+    the other needs, and the agent behaved differently when they failed (:func:`behaviour_of
+    <agentprop._decide.shrink.behaviour_of>`: tools called, node, decision per turn): one
+    cause met through two families (Chinese text from a template or from a code-switched
+    phrase) makes the agent do the same thing."""
+    if new.families is None or old.families is None:
+        return False
+    if new.families <= old.families or old.families <= new.families:
+        return False
+    a, b = new.shrunk.behaviour, old.shrunk.behaviour
+    return bool(a) and bool(b) and a != b
+
+
+def case_behaviour(hit: Hit) -> list[str] | None:
+    """What the agent did, up to the failing turn, in the case's first run failing with the
+    hit's signature (from the runs the report kept: no new run), or None when none was kept."""
+    run = next(
+        (r for r in hit.case.traces if r.signature == hit.signature and r.side is None), None
+    )
+    return behaviour_of(run.trace, run.turn) if run is not None else None
+
+
+def distinct_causes(
+    candidates: list[Hit],
+    first: Cause,
+    shrink: Callable[[Hit], ShrinkReport | None],
+    behaviour: Callable[[Hit], list[str] | None] = lambda h: None,
+) -> tuple[list[Cause], list[ShrinkReport]]:
+    """The causes behind one group, ``first`` (its simplest case, shrunk) first.
+
+    An explored input that holds every family a reproducer kept is explained by it, and so is
+    one whose failing run (``behaviour``) did what the run of an input already shrunk did. The
+    simplest explored input nothing explains is shrunk too (at most :data:`MAX_CAUSES` shrinks
+    in all); its reproducer is another cause when it is :func:`_distinct` from every cause so
+    far. Nothing is split when a reproducer kept no choice (the scenario's own input fails:
+    every input may fail for that reason) or when the first was not reconfirmed. Returns the
+    causes and every extra shrink (also those that named no new cause: their runs were spent on
+    this bug)."""
+    causes = [first]
+    spent: list[ShrinkReport] = []
+    if not first.families:
+        return causes, spent
+    explained: list[frozenset[str]] = [first.families]
+    seen = [b for b in (behaviour(first.hit),) if b is not None]
+    tried = {first.hit.case.id}
+    while len(tried) < MAX_CAUSES:
+        nxt = next(
+            (
+                h
+                for h in candidates
+                if h.case.id not in tried
+                and (fams := case_families(h.case)) is not None
+                and not any(e <= fams for e in explained)
+                and behaviour(h) not in seen
+            ),
+            None,
+        )
+        if nxt is None:
+            break
+        tried.add(nxt.case.id)
+        did = behaviour(nxt)
+        if did is not None:
+            seen.append(did)
+        shrunk = shrink(nxt)
+        if shrunk is None:
+            continue
+        spent.append(shrunk)
+        cause = Cause(nxt, shrunk, kept_families(shrunk))
+        if cause.families is None:
+            continue
+        if not cause.families:
+            return [first], spent  # the scenario's own input fails: one cause may explain all
+        explained.append(cause.families)
+        if all(_distinct(cause, c) for c in causes):
+            causes.append(cause)
+    return causes, spent
+
+
+def _owner(hit: Hit, causes: list[Cause]) -> Cause:
+    """The cause a failing case is put under: its own when it is a representative, else the
+    first whose families it holds, else the first whose representative's failing run it did
+    alike, else the first cause."""
+    fams = case_families(hit.case)
+    did = case_behaviour(hit)
+    return next(
+        (c for c in causes if c.hit is hit),
+        next(
+            (
+                c
+                for c in causes
+                if fams is not None and c.families is not None and c.families <= fams
+            ),
+            next(
+                (c for c in causes if did is not None and case_behaviour(c.hit) == did),
+                causes[0],
+            ),
+        ),
+    )
+
+
+def cause_text(families: frozenset[str]) -> str:
+    """A cause in words: the families its reproducer needs, sorted (stable across runs)."""
+    return " + ".join(sorted(families))
+
+
 def find_bugs(
     report: RunReport,
     shrink_case: Shrinker | None,
@@ -283,65 +435,17 @@ def find_bugs(
     key_of: KeyOf | None = None,
 ) -> list[BugReport]:
     """Group the report's failures into bugs (``key_of``: see :func:`group_failures`) and
-    shrink each once with ``shrink_case`` (``None``: shrinking is off). Sets ``cases[].bugs``
-    and the representative's ``cases[].shrunk``; returns the bugs (also stored in
-    ``report.bugs``)."""
+    shrink each with ``shrink_case`` (``None``: shrinking is off), once on its simplest case;
+    when its explored inputs differ in what made them, up to :data:`MAX_CAUSES` times, and a
+    group whose reproducers are distinct causes (:func:`distinct_causes`) is split into one bug
+    per cause, keyed by the signature key and the cause. Sets ``cases[].bugs`` and the
+    representatives' ``cases[].shrunk``; returns the bugs (also stored in ``report.bugs``)."""
     bugs: list[BugReport] = []
     met_while_shrinking: dict[str, BugReport] = {}
     groups = group_failures(report.cases, key_of)
     found_by_cases = {g.key for g in groups}
-    for group in groups:
-        first = group.hits[0]
-        bug = BugReport(
-            id=bug_id(group.key, report.spec.id),
-            key=group.key,
-            signature=first.signature,
-            signatures=list(dict.fromkeys(h.signature for h in group.hits)),
-            explanation=first.explanation,
-            cases=group.case_ids,
-        )
-        bugs.append(bug)
-        for hit in group.hits:
-            if bug.id not in hit.case.bugs:
-                hit.case.bugs.append(bug.id)
-        known = next(
-            (
-                h
-                for h in group.hits
-                if h.case.kind == "REGRESSION" and h.case.details.get("signature") == h.signature
-            ),
-            None,
-        )
-        if known is not None:
-            _from_corpus(bug, known)
-            continue
-        # an INV case is a distribution: only its leak (one conversation's failure) can be shrunk
-        candidates = sorted(
-            (
-                h
-                for h in group.hits
-                if shrinkable(h.case)
-                and (h.case.kind != "INV" or h.signature.startswith(SAFETY_CONTRACTS))
-            ),
-            key=lambda h: simplicity(h.case),
-        )
-        if not candidates:
-            _unshrunk(
-                bug,
-                max(group.hits, key=lambda h: h.case.runs),
-                "no case of this bug can be shrunk (DIR and INV cases are pairs and "
-                "distributions, not one conversation)",
-            )
-            continue
-        rep = candidates[0]
-        if shrink_case is None:
-            _unshrunk(bug, rep, "shrinking is off")
-            continue
-        shrunk = shrink_case(rep.case, rep.signature)
-        if shrunk is None:
-            _unshrunk(bug, rep, "the case could not be shrunk")
-            continue
-        _from_shrink(bug, rep, shrunk)
+
+    def note_others(rep: Hit, shrunk: ShrinkReport) -> None:
         for other in shrunk.other_failures:
             okey = (
                 key_of(rep.case, other.signature)
@@ -374,8 +478,134 @@ def find_bugs(
                 seen.signatures.append(other.signature)
             if rep.case.id not in seen.cases:
                 seen.cases.append(rep.case.id)
+
+    def new_bug(key: str, hits: list[Hit]) -> BugReport:
+        first = hits[0]
+        bug = BugReport(
+            id=bug_id(key, report.spec.id),
+            key=key,
+            signature=first.signature,
+            signatures=list(dict.fromkeys(h.signature for h in hits)),
+            explanation=first.explanation,
+            cases=list(dict.fromkeys(h.case.id for h in hits)),
+        )
+        bugs.append(bug)
+        for hit in hits:
+            if bug.id not in hit.case.bugs:
+                hit.case.bugs.append(bug.id)
+        return bug
+
+    for group in groups:
+        known = [
+            h
+            for h in group.hits
+            if h.case.kind == "REGRESSION" and h.case.details.get("signature") == h.signature
+        ]
+        if known:
+            _known_causes(group, known, new_bug)
+            continue
+        # an INV case is a distribution: only its leak (one conversation's failure) can be shrunk
+        candidates = sorted(
+            (
+                h
+                for h in group.hits
+                if shrinkable(h.case)
+                and (h.case.kind != "INV" or h.signature.startswith(SAFETY_CONTRACTS))
+            ),
+            key=lambda h: simplicity(h.case),
+        )
+        if not candidates:
+            _unshrunk(
+                new_bug(group.key, group.hits),
+                max(group.hits, key=lambda h: h.case.runs),
+                "no case of this bug can be shrunk (DIR and INV cases are pairs and "
+                "distributions, not one conversation)",
+            )
+            continue
+        rep = candidates[0]
+        if shrink_case is None:
+            _unshrunk(new_bug(group.key, group.hits), rep, "shrinking is off")
+            continue
+        shrunk = shrink_case(rep.case, rep.signature)
+        if shrunk is None:
+            _unshrunk(new_bug(group.key, group.hits), rep, "the case could not be shrunk")
+            continue
+        note_others(rep, shrunk)
+
+        def shrink_more(hit: Hit) -> ShrinkReport | None:
+            assert shrink_case is not None
+            more = shrink_case(hit.case, hit.signature)
+            if more is not None:
+                note_others(hit, more)
+            return more
+
+        causes, spent = distinct_causes(
+            candidates,
+            Cause(rep, shrunk, kept_families(shrunk)),
+            shrink_more,
+            case_behaviour,
+        )
+        split_runs = {id(c.shrunk) for c in causes}
+        unsplit_runs = sum(
+            s.runs + (s.reproducer_rate.runs if s.reproducer_rate else 0)
+            for s in spent
+            if id(s) not in split_runs
+        )
+        if len(causes) == 1:
+            bug = new_bug(group.key, group.hits)
+            _from_shrink(bug, rep, shrunk)
+            bug.shrink_runs += unsplit_runs
+            continue
+        for hit in group.hits:
+            _owner(hit, causes).hits.append(hit)
+        others = [cause_text(c.families or frozenset()) for c in causes]
+        for i, cause in enumerate(causes):
+            assert cause.families is not None
+            text = cause_text(cause.families)
+            bug = new_bug(f"{group.key} [cause: {text}]", cause.hits)
+            bug.cause = sorted(cause.families)
+            _from_shrink(bug, cause.hit, cause.shrunk)
+            rest = ", ".join(o for j, o in enumerate(others) if j != i)
+            split = (
+                f"one of {len(causes)} causes behind {group.key}: its reproducer needs {text}, "
+                f"the other(s) {rest}; each reproducer keeps only its own"
+            )
+            bug.note = f"{bug.note}; {split}" if bug.note else split
+            if i == 0:
+                bug.shrink_runs += unsplit_runs
     report.bugs = bugs + list(met_while_shrinking.values())
     return report.bugs
+
+
+def _known_causes(
+    group: Group, known: list[Hit], new_bug: Callable[[str, list[Hit]], BugReport]
+) -> None:
+    """A group its corpus entries reproduced: one known bug, or one per cause when the entries
+    were saved as distinct causes of the signature (``CorpusEntry.cause``), so a split found
+    once stays split, under the same ids. Other failing cases go under the cause whose families
+    they hold (else the first)."""
+    by_cause: dict[frozenset[str], Hit] = {}
+    for h in known:
+        by_cause.setdefault(frozenset(str(c) for c in h.case.details.get("cause") or ()), h)
+    if list(by_cause) == [frozenset()]:
+        _from_corpus(new_bug(group.key, group.hits), known[0])
+        return
+    parts: dict[frozenset[str], list[Hit]] = {c: [] for c in by_cause}
+    for hit in group.hits:
+        fams = case_families(hit.case)
+        owner = (
+            frozenset(str(c) for c in hit.case.details.get("cause") or ())
+            if any(h is hit for h in known)
+            else next(
+                (c for c in by_cause if c and fams is not None and c <= fams), next(iter(by_cause))
+            )
+        )
+        parts[owner].append(hit)
+    for cause, hits in parts.items():
+        key = f"{group.key} [cause: {cause_text(cause)}]" if cause else group.key
+        bug = new_bug(key, hits)
+        bug.cause = sorted(cause)
+        _from_corpus(bug, by_cause[cause])
 
 
 def _unshrunk(bug: BugReport, hit: Hit, note: str) -> None:

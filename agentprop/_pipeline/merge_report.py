@@ -514,6 +514,39 @@ def _natural_order(project: Project) -> dict[str, int]:
     return {case_id: i for i, case_id in reversed(list(enumerate(ids)))}
 
 
+def _split_as_shards(
+    bugs: list[BugReport], cases: list[CaseReport], shards: list[_Shard]
+) -> list[BugReport]:
+    """A merged bug a shard split into causes (:func:`agentprop._pipeline.bugs.distinct_causes`:
+    its bugs keyed ``KEY [cause: ...]``) is those bugs, as in that shard: each merged case goes
+    under the cause a shard listed it under (else the first), so their shrinks carry over."""
+    by_id = {c.id: c for c in cases}
+    out: list[BugReport] = []
+    for bug in bugs:
+        parts = {
+            b.id: b
+            for s in shards
+            for b in s.report.bugs
+            if b.origin == "cases" and b.cause and b.key.startswith(f"{bug.key} [cause: ")
+        }
+        if bug.origin != "cases" or not parts:
+            out.append(bug)
+            continue
+        split = {i: b.model_copy(update={"cases": [], "signatures": []}) for i, b in parts.items()}
+        first = next(iter(split))
+        for case_id in bug.cases:
+            owner = next((i for i, b in parts.items() if case_id in b.cases), first)
+            split[owner].cases.append(case_id)
+            case = by_id.get(case_id)
+            if case is not None:
+                case.bugs = [owner if b == bug.id else b for b in case.bugs]
+                for f in case.failures:
+                    if f.signature in bug.signatures and f.signature not in split[owner].signatures:
+                        split[owner].signatures.append(f.signature)
+        out += [b for b in split.values() if b.cases]
+    return out
+
+
 def _carry_shrinks(
     bugs: list[BugReport],
     cases: list[CaseReport],
@@ -582,6 +615,7 @@ def _bugs(report: RunReport, shards: list[_Shard], project: Project) -> None:
         for s in shards
     )
     if not shrinking_off:
+        found = _split_as_shards(found, report.cases, shards)
         _carry_shrinks(found, report.cases, shards, shrunk)
     met = {b.id for b in found}
     extra: dict[str, BugReport] = {}

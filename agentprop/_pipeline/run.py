@@ -1270,7 +1270,8 @@ def _corpus_case(
             "corpus_entry": entry.id,
             "replay": action,
             "message": message,
-        },
+        }
+        | ({"cause": list(entry.cause)} if entry.cause else {}),
     )
 
 
@@ -1440,6 +1441,7 @@ def shrink_failures(
                 spec_path=str(project.spec_path.parent),
                 agent=agent,
                 prop=prop_name,
+                cause=bug.cause,
             )
             try:
                 entry, new = corpus.record(fresh)

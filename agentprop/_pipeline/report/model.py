@@ -208,6 +208,9 @@ class BugReport(BaseModel):
     """The representative case's own failures with the signature (the evidence the bug rests
     on when its reproducer was not re-run, or stayed clean)."""
     corpus_entry: str | None = None
+    cause: list[str] = Field(default_factory=list)
+    """The choice families its reproducer needs, when its signature had more than one cause
+    (each cause is its own bug, keyed ``KEY [cause: FAMILIES]``); empty otherwise."""
     note: str = ""
     """Why it was not shrunk, or what to make of it."""
 

@@ -1,0 +1,315 @@
+"""Distinct causes behind one signature are distinct bugs (issue #24: masked faults).
+
+Seeded simulated agents whose true causes are known: two causes behind one clause are two bugs,
+each with its own reproducer; one cause met through many families stays one bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentprop
+from agentprop._agents.project import Project
+from agentprop._decide.choices import Choices
+from agentprop._decide.corpus import Corpus
+from agentprop._decide.shrunk import RateSummary, ShrinkReport
+from agentprop._pipeline.bugs import Cause, Hit, distinct_causes
+from agentprop._pipeline.report.model import CaseReport, RunReport
+from agentprop._pipeline.run import RunSettings, arun_cases, render_bugs, shrink_failures
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
+
+EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
+SCENARIO = "END_CANCELLED<-N7_CANCEL"
+SKIP_AUTH = (
+    "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:"
+    "missing=verify_identity"
+)
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _agent_class(*, chinese_refetches: bool) -> type:
+    """The reference agent with a second cause of the skipped verification: any Chinese
+    character in the message. ``chinese_refetches``: that cause lives in other code (it fetches
+    the account again before the plan rules), so the agent does something else when it fails."""
+    sys.path.insert(0, str(EXAMPLE))
+    from agent import SupportOpsAgent
+
+    class ChineseSkipsAuth(SupportOpsAgent):  # type: ignore[misc, valid-type]
+        chinese = False
+
+        def turn(self, message: str, ctx: Any) -> None:
+            self.chinese = CJK.search(message) is not None
+            super().turn(message, ctx)
+
+        def _call(self, ctx: Any, tool: str, **args: Any) -> Any:
+            if chinese_refetches and self.chinese and tool == "get_plan_rules":
+                super()._call(ctx, "get_account", account_id=ctx.context["account_id"])
+            return super()._call(ctx, tool, **args)
+
+        def _fault(self, name: str, ctx: Any) -> bool:
+            if name == "skip_auth" and self.chinese:
+                return True
+            return bool(super()._fault(name, ctx))
+
+    return ChineseSkipsAuth
+
+
+def _run(
+    project: Project, agent: Any, corpus: Corpus | None = None, seed: int = 0
+) -> tuple[RunReport, list[ShrinkReport]]:
+    settings = RunSettings(kinds=("explore",), seed=seed, explore=24)
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            [project.scenario(SCENARIO)],
+            settings,
+            memo=TrialMemo(),
+            corpus=corpus,
+        )
+    )
+    shrinks = shrink_failures(project, agent, report, budget=60, corpus=corpus, seed=0)
+    return report, shrinks
+
+
+def _found(report: RunReport) -> list[Any]:
+    return [b for b in report.bugs if b.origin == "cases"]
+
+
+@pytest.fixture(scope="module")
+def project() -> Project:
+    return agentprop.load_project(EXAMPLE)
+
+
+def test_two_causes_behind_one_clause_are_two_bugs_each_with_its_reproducer(
+    project: Project, tmp_path: Path
+) -> None:
+    """Hurried words (the knob) and Chinese text (other code) both skip the verification: one
+    signature. The simplest failing input is hurried, so on the old code the Chinese cause
+    was never shrunk nor named."""
+    agent = make_factory(_agent_class(chinese_refetches=True), {"skip_auth_impatient": 1.0})
+    corpus = Corpus(tmp_path / "corpus")
+    report, _ = _run(project, agent, corpus)
+    bugs = _found(report)
+    assert [b.key for b in bugs] == [
+        f"{SKIP_AUTH} [cause: urgency]",
+        f"{SKIP_AUTH} [cause: codeswitch]",
+    ]
+    hurried, chinese = bugs
+    assert hurried.cause == ["urgency"] and chinese.cause == ["codeswitch"]
+    assert not CJK.search(" ".join(hurried.reproducer_messages))
+    assert "asap" in hurried.reproducer_messages[0]
+    assert CJK.search(chinese.reproducer_messages[0])
+    assert hurried.minimal and chinese.minimal and hurried.confirmed and chinese.confirmed
+    # every failing case is under one of them, the Chinese ones under the Chinese cause
+    cases = {c.id: c for c in report.cases}
+    assert set(hurried.cases).isdisjoint(chinese.cases)
+    assert all(
+        CJK.search(" ".join(cases[c].messages))
+        and not re.search(r"\basap\b|!", cases[c].messages[0])
+        for c in chinese.cases
+    )
+    assert "one of 2 causes" in chinese.note and "urgency" in chinese.note
+    assert f"bug 2 [{chinese.id}]  {SKIP_AUTH} [cause: codeswitch]" in render_bugs(report)
+    # the corpus keeps one entry per cause; the next run replays both and keeps them apart
+    entries = corpus.entries()
+    assert sorted(tuple(e.cause) for e in entries) == [("codeswitch",), ("urgency",)]
+    again, shrinks = _run(project, agent, corpus)
+    assert [b.id for b in _found(again)] == [hurried.id, chinese.id]
+    assert all(b.known for b in _found(again)) and not shrinks
+
+
+def test_one_cause_met_through_many_families_is_one_bug(project: Project) -> None:
+    """Chinese text arrives through a Chinese template, a code-switched phrase or a traditional
+    character; the agent does the same thing each time: one bug, shrunk once."""
+    agent = make_factory(_agent_class(chinese_refetches=False))
+    report, shrinks = _run(project, agent)
+    failing = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    families = {f for c in failing for f in c.details["families"]}
+    assert {"template", "turn1:codeswitch"} <= families  # the cause came through several
+    [bug] = _found(report)
+    assert bug.key == SKIP_AUTH and bug.cause == [] and len(shrinks) == 1
+    assert len(bug.cases) == len(failing)
+
+
+def test_one_family_behind_inputs_of_many_families_is_one_bug(project: Project) -> None:
+    """Every failing input holds the hurried words, among many other families: one bug, and no
+    second shrink (every input is explained by the first reproducer)."""
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth_impatient": 1.0})
+    report, shrinks = _run(project, agent)
+    failing = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    assert len({frozenset(c.details["families"]) for c in failing}) == len(failing) > 1
+    [bug] = _found(report)
+    assert bug.key == SKIP_AUTH and len(shrinks) == 1
+
+
+# ----------------------------------------------------------------------------- the rule alone
+
+
+def _shrunk(
+    families: list[str] | None, behaviour: list[str], *, fails: bool = True
+) -> ShrinkReport:
+    scenario = agentprop.load_project(EXAMPLE).scenario(SCENARIO)
+    choices = (
+        None
+        if families is None
+        else Choices.model_validate(
+            {"turns": [{"steps": [[f, [["choice", 0]]] for f in families]}, {}]}
+        )
+    )
+    rate = RateSummary(
+        failures=5 if fails else 0, runs=5, rate=1.0 if fails else 0.0, interval=(0, 1)
+    )
+    return ShrinkReport(
+        scenario=scenario.id,
+        signature=SKIP_AUTH,
+        original_messages=scenario.messages,
+        reproducer_messages=scenario.messages,
+        reproducer=scenario,
+        original_units=3,
+        kept_units=1,
+        runs=10,
+        queries=2,
+        budget=60,
+        budget_exhausted=False,
+        minimal=True,
+        stop_reason="done",
+        original_rate=rate,
+        reproducer_rate=rate,
+        reproducer_choices=choices.model_dump(mode="json") if choices is not None else None,
+        behaviour=behaviour,
+    )
+
+
+def _hit(case_id: str, families: list[str]) -> Hit:
+    case = CaseReport(
+        id=case_id,
+        node="END_CANCELLED",
+        path=[],
+        kind="EXPLORE",
+        messages=["x"],
+        verdict="FAIL",
+        runs=1,
+        passes=0,
+        pass_rate=0.0,
+        interval=(0.0, 1.0),
+        details={"families": families},
+    )
+    return Hit(case, SKIP_AUTH, 1, "")
+
+
+@pytest.mark.parametrize(
+    ("second", "behaviour", "fails", "split"),
+    [
+        (["codeswitch"], ["b"], True, True),  # disjoint families, other behaviour: two causes
+        (["codeswitch"], ["a"], True, False),  # the agent did the same thing: one cause
+        (["urgency"], ["b"], True, False),  # a family the first needs: not another cause
+        (["codeswitch"], ["b"], False, False),  # not reconfirmed: no split on it
+        (None, ["b"], True, False),  # the scenario's own input fails: one cause may be all
+    ],
+)
+def test_a_group_splits_only_on_reconfirmed_disjoint_differently_behaving_reproducers(
+    second: list[str] | None, behaviour: list[str], fails: bool, split: bool
+) -> None:
+    first = _hit("a", ["turn1:urgency", "turn1:typo"])
+    other = _hit("b", ["turn1:codeswitch", "turn1:typo"])
+    asked: list[str] = []
+
+    def shrink(hit: Hit) -> ShrinkReport:
+        asked.append(hit.case.id)
+        return _shrunk(second, behaviour, fails=fails)
+
+    causes, spent = distinct_causes(
+        [first, other], Cause(first, _shrunk(["urgency"], ["a"]), frozenset({"urgency"})), shrink
+    )
+    assert asked == ["b"] and len(spent) == 1
+    assert len(causes) == (2 if split else 1)
+
+
+def test_an_input_explained_by_the_first_reproducer_is_not_shrunk_again() -> None:
+    first = _hit("a", ["turn1:urgency"])
+    later = [_hit("b", ["turn2:urgency", "turn1:typo"]), _hit("c", ["template", "turn1:urgency"])]
+    causes, spent = distinct_causes(
+        [first, *later],
+        Cause(first, _shrunk(["urgency"], ["a"]), frozenset({"urgency"})),
+        lambda h: pytest.fail(f"shrank {h.case.id}"),
+    )
+    assert len(causes) == 1 and spent == []
+
+
+def test_a_merge_keeps_the_causes_a_shard_split_a_signature_into() -> None:
+    """Merging shards groups the cases again by signature; the causes a shard split it into
+    stay separate bugs (the shards' ids and shrinks), each merged case under its own."""
+    from types import SimpleNamespace
+
+    from agentprop._pipeline.merge_report import _split_as_shards
+    from agentprop._pipeline.report.model import BugReport, FailureSummary
+
+    def failing(case_id: str) -> CaseReport:
+        case = _hit(case_id, []).case
+        case.failures = [
+            FailureSummary(signature=SKIP_AUTH + "@turn0", explanation="", count=1, first_trial=0)
+        ]
+        case.bugs = ["merged"]
+        return case
+
+    cases = [failing(c) for c in ("a", "b", "c")]
+    merged = BugReport(
+        id="merged",
+        key=SKIP_AUTH,
+        signature=SKIP_AUTH + "@turn0",
+        signatures=[SKIP_AUTH + "@turn0"],
+        cases=["a", "b", "c"],
+    )
+    parts = [
+        BugReport(
+            id=f"id-{cause}",
+            key=f"{SKIP_AUTH} [cause: {cause}]",
+            signature=SKIP_AUTH + "@turn0",
+            cases=cases_of,
+            cause=[cause],
+            representative=cases_of[0],
+            shrink_runs=40,
+        )
+        for cause, cases_of in (("urgency", ["a"]), ("codeswitch", ["b"]))
+    ]
+    shard = SimpleNamespace(report=SimpleNamespace(bugs=parts))
+    out = _split_as_shards([merged], cases, [shard])  # type: ignore[list-item]
+    assert [(b.id, b.cases) for b in out] == [("id-urgency", ["a", "c"]), ("id-codeswitch", ["b"])]
+    assert [c.bugs for c in cases] == [["id-urgency"], ["id-codeswitch"], ["id-urgency"]]
+    assert all(b.signatures == [SKIP_AUTH + "@turn0"] for b in out)
+    # a signature no shard split is left as it was
+    assert _split_as_shards([merged], cases, []) == [merged]
+
+
+def test_what_follows_the_failing_turn_does_not_tell_causes_apart() -> None:
+    """One hurried request on the cancel path and on the path where the cancellation then fails
+    (a ticket on turn 2) failed alike on turn 1: the same behaviour, one cause."""
+    from agentprop._decide.shrink import behaviour_of
+    from agentprop._scenario.trace import ToolCall, Trace, Turn
+
+    def trace(second: list[str]) -> Trace:
+        calls = [ToolCall(name=n) for n in ("get_account", "get_plan_rules")]
+        return Trace(
+            turns=[
+                Turn(index=0, user_message="a", tool_calls=calls, response={"decision": "ASK"}),
+                Turn(
+                    index=1,
+                    user_message="b",
+                    tool_calls=[ToolCall(name=n, turn_index=1) for n in second],
+                    response={"decision": "DONE"},
+                ),
+            ]
+        )
+
+    cancelled, ticket = trace(["cancel_order"]), trace(["cancel_order", "create_ticket"])
+    assert behaviour_of(cancelled, 0) == behaviour_of(ticket, 0)
+    assert behaviour_of(cancelled) != behaviour_of(ticket)
+    assert behaviour_of(cancelled, -1) == behaviour_of(cancelled)
