@@ -172,7 +172,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="URL",
         help="shared store redis://host:port/db[?run=NAME]: one budget for every process and "
         "machine of the run, and the trial memo, the API cache and the corpus kept there (the "
-        "cache file and corpus directory read-only beneath) (default $AGENTPROP_STORE; run name: "
+        "memo file, cache file and corpus directory read-only beneath) (default $AGENTPROP_STORE; "
+        "run name: "
         "?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
     )
     group.addoption(
@@ -719,13 +720,31 @@ def _store_corpus(config: pytest.Config, corpus_opt: str) -> Corpus | ProjectCor
 
 
 def _open_store_memo(config: pytest.Config, namespace: str) -> TrialMemo:
-    """The memo on the shared store; a store that cannot be used is a usage error naming it."""
-    from agentprop._decide.memo import TrialMemo, open_memo_store
+    """The memo on the shared store, over the project's memo file read-only when there is one
+    (``.agentprop/trials.sqlite``: its runs are replayed, new runs go to the store only); a
+    store that cannot be used is a usage error naming it, a file that cannot be read a warning."""
+    from agentprop._decide.memo import (
+        FrozenFileMemoStore,
+        LayeredMemoStore,
+        MemoStore,
+        TrialMemo,
+        open_memo_store,
+    )
 
     try:
-        return TrialMemo(namespace=namespace, store=open_memo_store(_store(config)))
+        store: MemoStore = open_memo_store(_store(config))
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--agentprop-store: {exc}") from None
+    below = Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
+    if below.is_file():
+        try:
+            store = LayeredMemoStore(store, FrozenFileMemoStore(below))
+        except MemoFileError as exc:
+            config.issue_config_time_warning(
+                AgentPropWarning(f"agentprop memo: {exc} (the store's memo is used alone)"),
+                stacklevel=2,
+            )
+    return TrialMemo(namespace=namespace, store=store)
 
 
 def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:

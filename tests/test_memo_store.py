@@ -105,3 +105,60 @@ def test_two_pytest_sessions_on_one_store_share_the_memo(
     assert made is not None and again is not None, first.stdout.str() + second.stdout.str()
     assert int(made[1]) == 4 and int(again[1]) == 0 and int(again[2]) == 4
     assert not (pytester.path / ".agentprop" / "trials.sqlite").exists()
+
+
+def test_a_memo_file_under_a_shared_store_is_read_and_never_written(
+    redis_url: str, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from agentprop._decide.memo import FrozenFileMemoStore, LayeredMemoStore, ReadOnlyMemoStore
+    from agentprop.errors import MemoFileError
+
+    path = tmp_path / "trials.sqlite"
+    older = TrialMemo(path)  # an earlier session's memo file (committed, or left by a run)
+    kept = older.key("input", "agent", 0)
+    older.put(kept, _trace(0))
+    assert isinstance(older.store, FileMemoStore)
+    older.store._close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    files = sorted(p.name for p in tmp_path.iterdir())
+
+    shared = open_memo_store(f"{redis_url}?prefix=layered{time.monotonic_ns()}")
+    memo = TrialMemo(store=LayeredMemoStore(shared, FrozenFileMemoStore(path)))
+    assert memo.get(kept) == _trace(0)  # the file's run, replayed
+    new = memo.key("input", "agent", 1)
+    memo.put(new, _trace(1))
+    assert shared.get(new) is not None and shared.get(kept) is None  # new runs: the store's
+    assert TrialMemo(store=shared).get(new) == _trace(1)  # ... where another process finds them
+    # the file is as it was: not written, no journal or WAL file beside it
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    with pytest.raises(MemoFileError, match="is not written"):
+        FrozenFileMemoStore(path).put(new, "{}")
+    # a read-only store drops what is stored through it
+    ReadOnlyMemoStore(shared).put(memo.key("input", "agent", 2), "{}")
+    assert shared.get(memo.key("input", "agent", 2)) is None
+    # a file that is not a memo is named
+    (tmp_path / "other.sqlite").write_text("not a database")
+    with pytest.raises(MemoFileError, match="other.sqlite"):
+        FrozenFileMemoStore(tmp_path / "other.sqlite")
+
+
+def test_a_pytest_session_on_a_store_replays_the_projects_memo_file(
+    redis_url: str, pytester: pytest.Pytester
+) -> None:
+    # runs a session left in .agentprop/trials.sqlite are replayed under the store, the file
+    # untouched and nothing run again
+    pytester.makepyfile(test_billing=MEMO_TEST)
+    memo_file = pytester.path / ".agentprop" / "trials.sqlite"
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentprop-memo",
+                                          str(memo_file))  # fmt: skip
+    first.assert_outcomes(passed=1)
+    before = memo_file.read_bytes()
+    store = f"{redis_url}?prefix=files{time.monotonic_ns()}"
+    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentprop-store", store)
+    second.assert_outcomes(passed=1)
+    again = re.search(r"(\d+) new agent runs, (\d+) memo hits", second.stdout.str())
+    assert again is not None and (int(again[1]), int(again[2])) == (0, 4), second.stdout.str()
+    assert memo_file.read_bytes() == before

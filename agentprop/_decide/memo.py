@@ -321,6 +321,106 @@ class RedisMemoStore(MemoStore):
         return int(self._client.hlen(self.key))
 
 
+class ReadOnlyMemoStore(MemoStore):
+    """``inner`` for reading only: a run stored through it is dropped, never written (the memo
+    saves runs, it is not a record: a run not kept is made again by a later process)."""
+
+    def __init__(self, inner: MemoStore) -> None:
+        self.inner = inner
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} (read-only)"
+
+    def get(self, key: str) -> str | None:
+        return self.inner.get(key)
+
+    def put(self, key: str, text: str) -> None:
+        return None
+
+    def count(self) -> int:
+        return self.inner.count()
+
+
+class LayeredMemoStore(MemoStore):
+    """A writable ``top`` over read-only ``bases`` (a shared Redis memo over a memo file from an
+    earlier session): a run is looked up in ``top``, then in each base; a run stored goes to
+    ``top`` only."""
+
+    def __init__(self, top: MemoStore, *bases: MemoStore) -> None:
+        self.top = top
+        self.bases = bases
+
+    def describe(self) -> str:
+        return " over ".join(layer.describe() for layer in (self.top, *self.bases))
+
+    def get(self, key: str) -> str | None:
+        for layer in (self.top, *self.bases):
+            text = layer.get(key)
+            if text is not None:
+                return text
+        return None
+
+    def put(self, key: str, text: str) -> None:
+        self.top.put(key, text)
+
+    def count(self) -> int:
+        """Runs stored in every layer (a run in two layers counts twice)."""
+        return sum(layer.count() for layer in (self.top, *self.bases))
+
+
+class FrozenFileMemoStore(MemoStore):
+    """A memo file read as it is, never written, locked or converted (SQLite's ``immutable``
+    mode: no journal, no WAL files beside it): the base of a :class:`LayeredMemoStore`. A file
+    that is not a memo of format :data:`SCHEMA_VERSION` is an error naming it."""
+
+    def __init__(self, path: str | Path) -> None:
+        from urllib.parse import quote
+
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        uri = f"file:{quote(str(self.path.resolve()))}?immutable=1"
+        try:
+            self._con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
+            tables = {
+                str(r[0])
+                for r in self._con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        except sqlite3.DatabaseError as exc:
+            raise MemoFileError(
+                f"not a usable trial memo: SQLite says {exc!s}",
+                location=SourceLocation(self.path),
+                fix=_DELETE_FIX,
+            ) from None
+        if version != SCHEMA_VERSION or "runs" not in tables:
+            self._con.close()
+            raise MemoFileError(
+                f"not a trial memo of format {SCHEMA_VERSION} (user_version {version}), so it "
+                "cannot be read as it is under a shared store",
+                location=SourceLocation(self.path),
+                fix=_DELETE_FIX,
+            )
+
+    def describe(self) -> str:
+        return f"{self.path} (read-only)"
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            row = self._con.execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, text: str) -> None:
+        raise MemoFileError(
+            "a memo file read under a shared store is not written",
+            location=SourceLocation(self.path),
+            fix="wrap it in LayeredMemoStore(top, FrozenFileMemoStore(path)): runs go to top",
+        )
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+
 def open_memo_store(store: str) -> MemoStore:
     """The memo store of a shared store URL (``redis://host:port/db[?prefix=P]``)."""
     url, ours = redis_url(store)
