@@ -43,8 +43,9 @@ from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.model import Spec
+from agentprop._spec.orders import NOT_TRIED, broken, in_order, item_at
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
-from agentprop._spec.relations import format_field_path, resolve, world_relations
+from agentprop._spec.relations import format_field_path, resolve, world_orders, world_relations
 from agentprop._util.bulk import BulkModel
 from agentprop._util.hanzi import to_simplified
 from agentprop._util.typos import within_one_edit
@@ -381,6 +382,13 @@ class FreeField:
     field: str
     value: Any
     candidates: tuple[Any, ...]
+    tried: tuple[Any, ...] | None = None
+    """What each candidate is set to when drawn (``None``: itself): a value that would break
+    an order of the world stands for one in order, or for :data:`NOT_TRIED` (nothing is set).
+    Drawing picks among ``candidates`` either way, so the draws that follow are the same."""
+
+    def value_of(self, j: int) -> Any:
+        return self.candidates[j] if self.tried is None else self.tried[j]
 
 
 @dataclass(frozen=True)
@@ -554,7 +562,57 @@ def world_fields(
             candidates = _other_values(value, schema)
             if candidates:
                 out.append(FreeField(tool, path, value, candidates))
-    return _consistent(b, scenario, out)
+    free, dropped = _consistent(b, scenario, out)
+    ordered, unordered = _in_order(project, scenario, free)
+    return ordered, dropped + unordered
+
+
+def _in_order(
+    project: Project, scenario: Scenario, fields: list[FreeField]
+) -> tuple[list[FreeField], list[DroppedValue]]:
+    """``fields`` with each value that would break an order of the world
+    (:func:`~agentprop._spec.relations.world_orders`) standing for the nearest value in order, or
+    for none (both kept in ``dropped``, the value as drawn never being tried). The candidates
+    stay as they are: which one a draw picks, and every draw after it, does not change."""
+    orders = world_orders(project.bindings, project.spec)
+    if not orders:
+        return fields, []
+    world = {t: resolve(v) for t, v in scenario.world.overrides.items()}
+    out: list[FreeField] = []
+    dropped: list[DroppedValue] = []
+    for f in fields:
+        parts = tuple(parse_field_path(f.field))
+        tried = list(f.candidates)
+        for o in orders:
+            n = len(o.items)
+            if (
+                o.tool != f.tool
+                or len(parts) != n + 1 + len(o.key)
+                or parts[:n] != o.items
+                or parts[n + 1 :] != o.key
+            ):
+                continue
+            i = parts[n]
+            items = item_at(world.get(f.tool, {}), o.items)
+            if not isinstance(i, int) or not isinstance(items, list) or not 0 <= i < len(items):
+                continue
+            values = [item_at(x, o.key) for x in items]
+            if broken(values, o.descending) is not None:
+                continue  # the path's own world is out of this order: nothing to keep
+            for j, c in enumerate(tried):
+                if c is NOT_TRIED:
+                    continue
+                v = in_order(values, i, c, o.descending)
+                if v is c:
+                    continue
+                tried[j] = v
+                why = f"it would break the order {o.describe()}"
+                why += "; nothing else keeps it" if v is NOT_TRIED else f"; {json.dumps(v)} instead"
+                dropped.append(DroppedValue(f.tool, f.field, c, why))
+        if tried != list(f.candidates):
+            f = dataclasses.replace(f, tried=tuple(tried))
+        out.append(f)
+    return out, dropped
 
 
 def _consistent(
@@ -1057,6 +1115,9 @@ class ChoiceSpace:
             for v, srcs in zip(self.variants, self.sources)
         ]
         self.fields, self.dropped_world = world_fields(project, scenario)
+        self.as_drawn: tuple[WorldChoice, ...] = ()
+        """The world choice of the last :meth:`draw` as drawn, before an order moved its value
+        (what tells drawn inputs apart, as it did before orders were kept)."""
         self.spec_words = spec_vocabulary(project.spec)
         self.slip_words = self.spec_words | template_vocabulary(project.bindings)
         """What a slip may not bring a word near (:func:`slips_into_spec_words`): the spec's
@@ -1390,6 +1451,7 @@ class ChoiceSpace:
         spaces = self.turn_spaces[template]
         n = len(spaces)
         world: tuple[WorldChoice, ...] = ()
+        drawn: tuple[WorldChoice, ...] = ()
         if self.fields and rng.random() < min(0.9, world_probability * w.get("world", 1.0)):
             if decks is not None:
                 # dealt: every (field, value) pair comes up once before any comes up again
@@ -1406,9 +1468,12 @@ class ChoiceSpace:
                 k = rng.randrange(len(self.fields))
                 j = rng.randrange(len(self.fields[k].candidates))
             f = self.fields[k]
-            world = (WorldChoice(tool=f.tool, field=f.field, value=f.candidates[j]),)
+            drawn = (WorldChoice(tool=f.tool, field=f.field, value=f.candidates[j]),)
+            value = f.value_of(j)
+            world = () if value is NOT_TRIED else (drawn[0].model_copy(update={"value": value}),)
+        self.as_drawn = drawn
         varied = [rng.random() < vary_probability for _ in range(n)]
-        if not any(varied) and template == 0 and not world:
+        if not any(varied) and template == 0 and not drawn:
             varied[rng.randrange(n)] = True
         turns = tuple(
             self._draw_turn(

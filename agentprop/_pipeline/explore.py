@@ -77,8 +77,12 @@ def _draw_distinct(
     for _ in range(tries):
         choices = space.draw(rng, weights=weights, decks=decks)
         rendered = space.render(choices)
+        # told apart by the world as drawn (a value an order moved may meet another draw's)
+        as_drawn = rendered
+        if space.as_drawn != choices.world:
+            as_drawn = space.render(choices.model_copy(update={"world": space.as_drawn}))
         key = json.dumps(
-            [rendered.messages, rendered.world.model_dump(mode="json")], sort_keys=True
+            [as_drawn.messages, as_drawn.world.model_dump(mode="json")], sort_keys=True
         )
         if key not in seen:
             seen.add(key)

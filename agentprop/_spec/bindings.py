@@ -9,11 +9,12 @@ handlers, languages, the default agent and the terminal nodes' outcomes.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -41,6 +42,9 @@ from agentprop._spec.when import Path as WhenPath
 from agentprop._util.refs import is_project_ref
 from agentprop._util.yaml_source import YamlSource, describe_loc, load_yaml
 from agentprop.errors import BindingsError, SourceLocation, clip, clip_repr
+
+if TYPE_CHECKING:
+    from agentprop._spec.orders import Order
 
 BINDINGS_FILE_NAMES = ("agentprop.yaml", "agentprop.yml")
 
@@ -297,8 +301,10 @@ class RelationBinding(_Strict):
     field -> this): it follows from a date (``days_since``/``days_until: FIELD``), a list
     (``total_of: LIST[].FIELD``, ``count_of: LIST``), is ``independent`` of every field (no
     relation is detected for it), or is a date that may move to either side of today
-    (``crosses_today``). Relations that hold on the bound world are found without this
-    (:mod:`agentprop._spec.relations`); declare one that detection cannot see, or rule one out."""
+    (``crosses_today``), or is a list whose items keep an order (``order: ascending FIELD``,
+    ``descending FIELD``; :mod:`agentprop._spec.orders`). Relations that hold on the bound world
+    are found without this (:mod:`agentprop._spec.relations`); declare one that detection cannot
+    see, or rule one out."""
 
     days_since: str | None = None
     days_until: str | None = None
@@ -306,6 +312,7 @@ class RelationBinding(_Strict):
     count_of: str | None = None
     independent: bool = False
     crosses_today: bool = False
+    order: str | None = None
 
     @model_validator(mode="after")
     def _one_relation(self) -> RelationBinding:
@@ -374,6 +381,7 @@ class Bindings(_Strict):
     _src: YamlSource | None = PrivateAttr(default=None)
     _warnings: list[str] = PrivateAttr(default_factory=list)
     _base_outputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _orders: Any = PrivateAttr(default=None)
     _relations: Any = PrivateAttr(default=None)
     """Each tool's output in the base world (``world:``), computed once (the happy path)."""
 
@@ -557,6 +565,28 @@ def schema_at(schema: Mapping[str, Any] | None, path: list[str | int]) -> Mappin
     return node if isinstance(node, Mapping) else None
 
 
+def resolve_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool's overrides as the output they give: nested values, then ``a[0].b`` path keys
+    set inside them (in order, as the world merges them)."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if "." in key or "[" in key:
+            try:
+                _put_in(out, tuple(parse_field_path(key)), copy.deepcopy(value))
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue  # inside a generated default, not the bound world: no relation there
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _put_in(target: Any, path: tuple[str | int, ...], value: Any) -> None:
+    node = target
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+
+
 # ----------------------------------------------------------------------------- validation
 
 
@@ -580,6 +610,66 @@ class _Validator:
             self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
         )
         return BindingsError(problem, location=location, expected=expected, fix=fix)
+
+    def orders(self) -> None:
+        """Every order the tool descriptions state, or ``relations:`` declares, holds on the
+        bindings' world (:mod:`agentprop._spec.orders`)."""
+        from agentprop._spec.orders import item_at, parse_declared, stated_orders
+
+        b, spec = self.b, self.spec
+        for tool, related in b.relations.items():
+            for f, rb in related.items():
+                if rb.order is None:
+                    continue
+                loc: tuple[Hashable, ...] = ("relations", tool, f, "order")
+                o = parse_declared(tool, tuple(parse_field_path(f)), rb.order)
+                if o is None:
+                    raise self.fail(
+                        f"relations.{tool}.{f}.order is {rb.order!r}, not an order",
+                        loc,
+                        "write `order: ascending FIELD` or `order: descending FIELD` (FIELD: the "
+                        "items' field; leave it out for a list of numbers or dates)",
+                        expected="ascending FIELD or descending FIELD",
+                    )
+                items = item_at(resolve_fields(b.world.get(tool, {})), o.items)
+                if not isinstance(items, list):
+                    raise self.fail(
+                        f"relations.{tool}.{f} declares an order, but world.{tool}.{f} is not a "
+                        "list",
+                        loc,
+                        f"declare the order on a list of world.{tool}",
+                        expected="a list field of the bindings' world",
+                    )
+                self.order_holds(o, items, loc)
+        for tool, fields in b.world.items():
+            declared = spec.tools_by_name.get(tool)
+            if declared is None:
+                continue
+            output = resolve_fields(fields)
+            for o in stated_orders(tool, declared.description, declared.output_schema, output):
+                items = item_at(output, o.items)
+                if isinstance(items, list):
+                    self.order_holds(o, items, ("world", tool, *o.items))
+
+    def order_holds(self, o: Order, items: list[Any], loc: tuple[Hashable, ...]) -> None:
+        from agentprop._spec.orders import broken, format_path, item_at
+
+        values = [item_at(x, o.key) for x in items]
+        i = broken(values, o.descending)
+        if i is None:
+            return
+        if loc[0] == "world":
+            loc = (*loc, i, *o.key)  # the offending item (or the nearest value enclosing it)
+        at = f"{o.tool}." + format_path(o.items)
+        key = "." + format_path(o.key) if o.key else ""
+        raise self.fail(
+            f"world.{at}[{i}]{key} = {values[i]!r} breaks the order {o.describe()}: "
+            f"{at}[{i - 1}]{key} is {values[i - 1]!r}",
+            loc,
+            "put the world's items in that order, or fix the order the tool's description or "
+            "relations: states",
+            expected=f"{at}[]{key} {'descending' if o.descending else 'ascending'}",
+        )
 
     def tool(self, name: str, loc: tuple[Hashable, ...]) -> None:
         if name not in self.spec.tools_by_name:
@@ -1019,6 +1109,7 @@ class _Validator:
             self.tool(tool, ("relations", tool))
             for f in related:
                 self.field(tool, f, ("relations", tool, f))
+        self.orders()
         leaves = set(spec.leaf_ids())
         for key, mapped in b.outcomes.items():
             if "<-" in key:

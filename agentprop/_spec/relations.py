@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from agentprop._spec.bindings import Bindings, parse_field_path
+from agentprop._spec.bindings import Bindings, parse_field_path, resolve_fields
+from agentprop._spec.model import Spec
+from agentprop._spec.orders import Order, detected_orders, parse_declared, stated_orders
 from agentprop.errors import BindingsError
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "Relation",
     "WorldRelations",
     "format_field_path",
+    "resolve",
+    "world_orders",
     "world_relations",
 ]
 
@@ -93,26 +97,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def resolve(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """One tool's overrides as the output they give: nested values, then ``a[0].b`` path keys
-    set inside them (in order, as the world merges them)."""
-    out: dict[str, Any] = {}
-    for key, value in fields.items():
-        if "." in key or "[" in key:
-            try:
-                _put_in(out, tuple(parse_field_path(key)), copy.deepcopy(value))
-            except (ValueError, KeyError, IndexError, TypeError):
-                continue  # inside a generated default, not the bound world: no relation there
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _put_in(target: Any, path: FieldPath, value: Any) -> None:
-    node = target
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
+resolve = resolve_fields
 
 
 def _view(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,7 +118,8 @@ def _view(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _put_in_copying(target: dict[str, Any], path: FieldPath, value: Any) -> None:
-    """:func:`_put_in` that copies each dict or list on the way before writing into it."""
+    """Set ``path`` in ``target``, copying each dict or list on the way before writing into
+    it."""
     node: Any = target
     for part in path[:-1]:
         child = node[part]
@@ -460,3 +446,49 @@ def world_relations(bindings: Bindings) -> WorldRelations:
         )
     bindings._relations = out
     return out
+
+
+def _bare(o: Order) -> tuple[str | int, ...]:
+    return tuple(x for x in (*o.items, *o.key) if not isinstance(x, int))
+
+
+def world_orders(bindings: Bindings, spec: Spec) -> tuple[Order, ...]:
+    """The orders ``bindings``' world keeps (:mod:`agentprop._spec.orders`): those
+    ``relations:`` declares, then those the tools' descriptions state, then those the bound
+    world shows on lists neither names; none on a field declared ``independent``. (The bindings'
+    validation has already checked that the declared and stated ones hold.)"""
+    memo = bindings._orders
+    if isinstance(memo, tuple):
+        return memo
+    bound = {t: resolve(v) for t, v in bindings.world.items()}
+    out: list[Order] = []
+    skip: set[tuple[str, FieldPath]] = set()
+    for tool, fields in bindings.relations.items():
+        for name, rb in fields.items():
+            try:
+                path = tuple(parse_field_path(name))
+            except ValueError:
+                continue
+            if rb.independent:
+                skip.add((tool, path))
+            o = parse_declared(tool, path, rb.order) if rb.order is not None else None
+            if o is not None:
+                out.append(o)
+    for tool, output in bound.items():
+        declared = spec.tools_by_name.get(tool)
+        if declared is not None:
+            out += stated_orders(tool, declared.description, declared.output_schema, output)
+    named = {(o.tool, o.items, o.key) for o in out}
+    for tool, output in bound.items():
+        out += [o for o in detected_orders(tool, output) if (o.tool, o.items, o.key) not in named]
+    kept = tuple(
+        o
+        for o in out
+        if (o.tool, o.items) not in skip
+        and not any(
+            t == o.tool and tuple(x for x in p if not isinstance(x, int)) == _bare(o)
+            for t, p in skip
+        )
+    )
+    bindings._orders = kept
+    return kept
