@@ -4,6 +4,7 @@ plain Python agents."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import re
@@ -229,8 +230,9 @@ def test_a_sync_property_that_runs_its_own_event_loop_is_judged(supportops_proje
     """A sync property (or judge) that calls ``asyncio.run`` (an async SDK client, a model
     judge of the user's) was called on agentprop's running loop, where it raised "asyncio.run()
     cannot be called from a running event loop" out of ``check``: it is called with the loop
-    set aside, in the same thread, and judges; so is a sync spec-tier agent whose turns do the
-    same."""
+    set aside, in the same thread, and judges. So is a sync spec-tier agent class as it is
+    built, in its turns when they run inline, and as it closes (its constructor failed the
+    run as an agent exception)."""
     examples = str(Path(__file__).resolve().parents[1] / "examples" / "supportops")
     if examples not in sys.path:
         sys.path.insert(0, examples)
@@ -253,17 +255,29 @@ def test_a_sync_property_that_runs_its_own_event_loop_is_judged(supportops_proje
         return asyncio.run(looked_up(True)) and {"status": "paid"}
 
     class SyncLoops(SupportOpsAgent):  # type: ignore[misc]
+        """Starts a loop of its own as it is built, in each turn and as it closes."""
+
+        def __init__(self) -> None:
+            self.client = asyncio.run(looked_up(True))
+            super().__init__()
+
         def turn(self, message: str, ctx: Any) -> None:
             asyncio.run(looked_up(True))
             super().turn(message, ctx)
 
+        def close_conversation(self) -> None:
+            asyncio.run(looked_up(True))
+
     scenario = supportops_project.scenarios()[0]
+    inline = dataclasses.replace(supportops_project, turn_timeout_s=None)
 
     def checks() -> list[str]:
         return [
             agentprop.check(sync_agent, ["hi"], prop).verdict,
             agentprop.check(sync_agent, ["hi"], Case(judge=judge, schema=OrderStatus)).verdict,
             agentprop.check(supportops_project, scenario, SyncLoops, prop=prop).verdict,
+            # turns inline (no turn timeout), on the loop's thread
+            agentprop.check(inline, scenario, SyncLoops, prop=prop).verdict,
         ]
 
     async def from_async_code() -> list[str]:
@@ -272,7 +286,7 @@ def test_a_sync_property_that_runs_its_own_event_loop_is_judged(supportops_proje
             (await agentprop.acheck(supportops_project, scenario, SyncLoops, prop=prop)).verdict,
         ]
 
-    assert checks() == ["PASS"] * 3
+    assert checks() == ["PASS"] * 4
     # in the caller's thread, as when called directly (its thread-local state at hand)
     assert threads == {threading.current_thread()}
     assert asyncio.run(from_async_code()) == ["PASS"] * 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import os
 import queue
@@ -36,7 +37,7 @@ from agentprop._scenario.trace import (
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
-from agentprop._util.aio import is_async, run_sync
+from agentprop._util.aio import call_off_loop, is_async, run_sync
 from agentprop._util.scrub import might_hold_secret, scrub_data, scrub_text
 from agentprop.errors import InfrastructureError, ToolError
 
@@ -149,8 +150,10 @@ class TurnContext:
     def call(self, name: str, /, **args: Any) -> Any:
         """Call a tool of the spec and return its output, or raise :class:`ToolError`."""
         if self._closed:
-            if self._stopped and asyncio._get_running_loop() is None:
-                time.sleep(0.05)  # an abandoned worker still looping on calls: let it spin slowly
+            if self._stopped and self._on_stop is not None:
+                # an abandoned worker (only a worker's turns have _on_stop) still looping on
+                # calls: let it spin slowly; an inline turn is not abandoned, it ends now
+                time.sleep(0.05)
             raise ToolError(
                 "protocol", "this turn is over; tool calls after the turn ended are refused"
             )
@@ -484,16 +487,28 @@ class _OwnLoop:
                 pass
 
 
+def _agentprops(*owners: object) -> bool:
+    """Whether any of ``owners`` (functions, classes) is defined in agentprop."""
+    modules = (getattr(o, "__module__", None) or "" for o in owners)
+    return any(m == "agentprop" or m.startswith("agentprop.") for m in modules)
+
+
 def _needs_own_loop(agent: object, fn: Callable[..., Any]) -> bool:
     """Whether an async agent's turns run on a loop of their own: a user's do; agentprop's own
     (model agents sharing loop-bound clients, MCP, adapters) stay on the runner's loop."""
-    if not is_async(fn):
+    return is_async(fn) and not _agentprops(fn, *type(agent).__mro__)
+
+
+def _sync_agent_class(factory: AgentFactory) -> bool:
+    """Whether ``factory`` is a user's agent class (or a ``functools.partial`` of one) whose
+    turns are sync: its constructor then runs as its turns do, with no loop of agentprop's
+    around it, so it too may start a loop of its own (``asyncio.run``)."""
+    made = factory.func if isinstance(factory, functools.partial) else factory
+    if not inspect.isclass(made) or _agentprops(*made.__mro__[:-1]):
         return False
-    owners = [
-        getattr(fn, "__module__", None) or "",
-        *(getattr(c, "__module__", "") or "" for c in type(agent).__mro__),
-    ]
-    return not any(m == "agentprop" or m.startswith("agentprop.") for m in owners)
+    turn = getattr(made, "turn", None)
+    # the class's own __call__ (the instances' turn), not type's
+    return not is_async(turn if callable(turn) else made.__call__)  # noqa: B004
 
 
 async def _run_turn(
@@ -510,7 +525,7 @@ async def _run_turn(
         coro = fn(message, ctx)
         await _within(coro if own is None else own.run(coro), timeout_s)
         return
-    result = fn(message, ctx)
+    result = call_off_loop(fn, message, ctx)  # it may start a loop of its own (asyncio.run)
     if inspect.isawaitable(result):
         async with asyncio.timeout(timeout_s):
             await result
@@ -844,7 +859,9 @@ async def arun_conversation(
     An async agent's turns run on an event loop (a user's on one of its own), each within
     ``turn_timeout_s``. A sync
     agent's turns run on one worker thread for the whole conversation, so that a turn stuck
-    past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline."""
+    past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline, with the loop
+    set aside. Either way they, and a user's sync agent class as it is built, may start a loop
+    of their own (``asyncio.run``)."""
     trace = Trace(
         case_id=case_id,
         trial=trial,
@@ -855,7 +872,9 @@ async def arun_conversation(
     )
     started = time.perf_counter()
     try:
-        agent = agent_factory()
+        agent = (
+            call_off_loop(agent_factory) if _sync_agent_class(agent_factory) else agent_factory()
+        )
         fn = _turn_callable(agent)
     except BaseException as exc:  # the factory itself is agent code
         error = (
@@ -923,7 +942,9 @@ async def _close_conversation(
             # a sync hook runs on a worker thread, so one that blocks is still timed out
             result = (
                 close()
-                if timeout_s is None or is_async(close)
+                if is_async(close)
+                else call_off_loop(close)
+                if timeout_s is None
                 else await _on_worker(close, "agentprop-close")
             )
             if inspect.isawaitable(result):
