@@ -301,6 +301,39 @@ def test_ctrl_c_while_the_command_line_is_read_says_interrupted(tmp_path: Path) 
     assert (done.returncode, done.stderr.strip()) == (130, "agentprop: interrupted"), done.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to the own process")
+def test_ctrl_c_while_the_script_loads_its_modules_says_interrupted(tmp_path: Path) -> None:
+    """The ``agentprop`` script imported ``agentprop._cli`` (asyncio and every command's
+    parser) before any code of ours could catch a Ctrl-C: a press there printed a traceback.
+    Its entry point now imports the command line itself, and a press there exits 130."""
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["agentprop"] == "agentprop.__main__:console"
+    driver = (  # Ctrl-C as the command line's modules are being imported, as the script runs
+        "import os, signal, sys, time\n"
+        "class Press:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'asyncio':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "            time.sleep(0.05)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Press())\n"
+        "from agentprop.__main__ import console\n"
+        "raise SystemExit(console())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", driver, "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+    )
+    assert (done.returncode, done.stderr.strip()) == (130, "agentprop: interrupted"), done.stderr
+
+
 CHECKS = """
 from pathlib import Path
 
