@@ -264,7 +264,7 @@ def test_a_run_counts_the_world_values_it_left_out_and_never_tries_them(tmp_path
     distinct = {f"{t}.{f}={v}" for t, f, v in left_out}
     [line] = [p for p in printed if p.startswith("not tried (world values")]
     assert line.startswith(
-        "not tried (world values that would contradict a related field): "
+        "not tried (world values that would contradict a related field or an order): "
         f"{len(distinct)} value(s) of "
     )
     data = json.loads(report.read_text(encoding="utf-8"))

@@ -394,7 +394,8 @@ class FreeField:
 @dataclass(frozen=True)
 class DroppedValue:
     """A value a free field is never set to, and why: it would contradict a related field of
-    the world (:mod:`agentprop._spec.relations`)."""
+    the world (:mod:`agentprop._spec.relations`) or break an order of one of its lists
+    (:mod:`agentprop._spec.orders`)."""
 
     tool: str
     field: str

@@ -187,9 +187,10 @@ def channel_lines(summary: dict[str, Any]) -> list[str]:
 
 def world_not_tried(spaces: Iterable[ChoiceSpace]) -> dict[str, Any]:
     """The report's ``extra.world_not_tried``: the world values exploration never set because
-    each would contradict a related field of the world (:mod:`agentprop._spec.relations`):
-    how many distinct values, of how many fields, on how many paths, a few examples, and every
-    value with why (``left_out``) and path (``on_paths``), so shards merge (empty: none)."""
+    each would contradict a related field of the world (:mod:`agentprop._spec.relations`) or
+    break an order of one of its lists (:mod:`agentprop._spec.orders`): how many distinct
+    values, of how many fields, on how many paths, a few examples, and every value with why
+    (``left_out``) and path (``on_paths``), so shards merge (empty: none)."""
     because: dict[str, str] = {}
     paths: set[str] = set()
     for space in spaces:
@@ -222,7 +223,7 @@ def world_not_tried_lines(summary: dict[str, Any]) -> list[str]:
         return []
     first = summary["examples"][0]
     return [
-        f"not tried (world values that would contradict a related field): "
+        f"not tried (world values that would contradict a related field or an order): "
         f"{summary['values']} value(s) of {summary['fields']} field(s) on {summary['paths']} "
         f"path(s), e.g. {first['value']} ({first['because']}); all in the JSON report's "
         "extra.world_not_tried"
