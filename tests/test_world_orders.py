@@ -6,6 +6,7 @@ inputs are drawn; a bound world that breaks a stated or declared order is a bind
 from __future__ import annotations
 
 import dataclasses
+import io
 import random
 import re
 import shutil
@@ -37,6 +38,17 @@ def _project(
     relations: dict[str, Any] | None = None,
 ) -> agentprop.Project:
     """The quickstart with a get_order output holding a list of priced offers."""
+    _write(tmp_path, offers, description=description, relations=relations)
+    return agentprop.load_project(tmp_path)
+
+
+def _write(
+    tmp_path: Path,
+    offers: list[float],
+    *,
+    description: str = "Look up an order by its id.",
+    relations: dict[str, Any] | None = None,
+) -> None:
     src = ROOT / "examples" / "quickstart"
     for name in ("spec.yaml", "agent.py", "tools.json"):
         shutil.copy(src / name, tmp_path / name)
@@ -52,7 +64,6 @@ def _project(
     if relations is not None:
         b["relations"] = relations
     (tmp_path / "agentprop.yaml").write_text(yaml.safe_dump(b, sort_keys=False))
-    return agentprop.load_project(tmp_path)
 
 
 def _prices(space: ChoiceSpace, choices: Any) -> list[float]:
@@ -171,6 +182,16 @@ def test_a_bound_world_breaking_a_stated_order_is_a_bindings_error_at_its_line(
     assert "offers[1].price = 340.0 breaks the order" in text
     assert 'stated: "cheapest first"' in text
     assert "put the world's items in that order" in text
+
+
+def test_run_exits_2_on_a_world_breaking_a_stated_order(tmp_path: Path) -> None:
+    from agentprop._cli import main
+
+    _write(tmp_path, [365.0, 340.0], description="Search the flights, cheapest first.")
+    err = io.StringIO()
+    code = main(["run", str(tmp_path), "--corpus", "none"], out=io.StringIO(), err=err)
+    assert code == 2
+    assert re.search(r"agentprop\.yaml:\d+:\d+: world\.get_order\.offers\[1\]", err.getvalue())
 
 
 def test_a_declared_order_is_kept_where_detection_sees_none(tmp_path: Path) -> None:
