@@ -504,6 +504,13 @@ def test_conversations_answered_in_text_take_the_path_their_tool_calls_fit(
     assert f"1 x path END_ANSWERED<-N1_ROUTE {told} (line 2)" in out
     # the answer given without the lookup looks like a clarification: the decision is not known
     assert f"2 x path END_CLARIFY<-N1_ROUTE {told} (line 3, line 4)" in out
+    # so no case is made of them: it would expect CLARIFY of "Where is my order O-1002?"
+    project_dir = _project_copy(tmp_path)
+    log = _answered_in_text(LOG, tmp_path)
+    code, out, _ = cli("import", str(project_dir), str(log), "--to-cases", "--to-corpus")
+    assert "cases: 0 new, 0 already there" in out and "corpus entries: 0 new" in out
+    assert out.count("not written: ") == 2 and "answered in text, so the path is told" in out
+    assert not (project_dir / ".agentprop").exists()
 
 
 def test_a_text_answer_that_fits_several_paths_is_not_given_one() -> None:

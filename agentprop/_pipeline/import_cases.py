@@ -106,6 +106,15 @@ def case_of(project: Project, base: Scenario, trace: Trace, case_id: str) -> Sce
     return base.model_copy(update={"id": case_id, "turns": turns, "world": world})
 
 
+def _guessed(group: list[JudgedTrace], path: str) -> str:
+    return (
+        f"{len(group)} trace(s) ({group[0].trace.case_id}, ...) on {path}: answered in text, "
+        "so the path is told by their tool calls alone, and a case of it would expect a "
+        "decision they may never have made (log the agent's decision, e.g. as a respond "
+        "tool call, to import them)"
+    )
+
+
 def _groups(summary: ImportSummary) -> list[tuple[str, tuple[str, ...], list[JudgedTrace]]]:
     return [
         (path, sigs, group) for (path, sigs), group in summary.groups.items() if path is not None
@@ -126,13 +135,17 @@ def to_cases(
                 "where they responded"
             )
             continue
+        told = [j.trace for j in group if not j.in_text]
+        if not told:
+            written.skipped.append(_guessed(group, path))
+            continue
         digest = _digest(path, sigs)
         target = folder / f"{digest}.json"
         case_id = f"{IMPORTED} {digest} {path}"
         if target.exists():
             written.kept.append(case_id)
             continue
-        first = group[0].trace
+        first = told[0]
         case = ImportedCase(
             id=case_id,
             spec_id=project.spec.spec_id,
@@ -158,8 +171,12 @@ def to_corpus(project: Project, summary: ImportSummary, log: str, corpus: Corpus
     for path, sigs, group in _groups(summary):
         if not sigs:
             continue
+        told = [j.trace for j in group if not j.in_text]
+        if not told:
+            written.skipped.append(_guessed(group, path))
+            continue
         signature = sigs[0]
-        first = group[0].trace
+        first = told[0]
         scenario = case_of(project, by_id[path], first, path)
         entry = CorpusEntry(
             id=entry_id(project.spec.spec_id, agent, signature, path),
