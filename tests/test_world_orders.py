@@ -251,3 +251,21 @@ def test_the_travel_change_options_stay_cheapest_first() -> None:
                 i = int(f.field.split("[")[1].split("]")[0])
                 out["options"][i]["price"] = value
                 assert broken([o["price"] for o in out["options"]], False) is None
+
+
+def test_a_variable_value_whose_world_breaks_a_stated_order_is_a_bindings_error(
+    tmp_path: Path,
+) -> None:
+    """A path's world must keep the tool's stated order too: travel_change's search_flights
+    ("cheapest first") with option_count 2 making the first option the dearest."""
+    shutil.copytree(ROOT / "benchmarks" / "_specs_zoo" / "travel_change", tmp_path / "tc")
+    path = tmp_path / "tc" / "agentprop.yaml"
+    b = yaml.safe_load(path.read_text())
+    b["variables"]["option_count"]["world"]["values"][2] = {"set": {"options[0].price": 999}}
+    path.write_text(yaml.safe_dump(b, sort_keys=False))
+    with pytest.raises(BindingsError) as err:
+        agentprop.load_project(tmp_path / "tc")
+    text = str(err.value)
+    assert "world.search_flights.options[1].price = 365 breaks the order" in text
+    line = int(re.search(r"agentprop\.yaml:(\d+):", text).group(1))  # type: ignore[union-attr]
+    assert "options[0].price" in path.read_text().splitlines()[line - 1]

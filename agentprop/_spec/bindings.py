@@ -613,10 +613,12 @@ class _Validator:
 
     def orders(self) -> None:
         """Every order the tool descriptions state, or ``relations:`` declares, holds on the
-        bindings' world (:mod:`agentprop._spec.orders`)."""
+        bindings' world and on the world each variable's value sets
+        (:mod:`agentprop._spec.orders`)."""
         from agentprop._spec.orders import item_at, parse_declared, stated_orders
 
         b, spec = self.b, self.spec
+        declared: list[Order] = []
         for tool, related in b.relations.items():
             for f, rb in related.items():
                 if rb.order is None:
@@ -640,16 +642,28 @@ class _Validator:
                         f"declare the order on a list of world.{tool}",
                         expected="a list field of the bindings' world",
                     )
-                self.order_holds(o, items, loc)
-        for tool, fields in b.world.items():
-            declared = spec.tools_by_name.get(tool)
-            if declared is None:
+                declared.append(o)
+        # the bound world, and the world each variable's value gives its tool
+        worlds: list[tuple[str, dict[str, Any], tuple[Hashable, ...]]] = [
+            (tool, resolve_fields(fields), ("world", tool)) for tool, fields in b.world.items()
+        ]
+        for name, var in b.variables.items():
+            w = var.world
+            for value, effect in ((w.values or {}) if w is not None else {}).items():
+                if w is not None and effect.set:
+                    merged = resolve_fields({**b.world.get(w.tool, {}), **effect.set})
+                    loc = ("variables", name, "world", "values", value, "set")
+                    worlds.append((w.tool, merged, loc))
+        for tool, output, at in worlds:
+            tool_def = spec.tools_by_name.get(tool)
+            if tool_def is None:
                 continue
-            output = resolve_fields(fields)
-            for o in stated_orders(tool, declared.description, declared.output_schema, output):
+            kept = [o for o in declared if o.tool == tool]
+            kept += stated_orders(tool, tool_def.description, tool_def.output_schema, output)
+            for o in kept:
                 items = item_at(output, o.items)
                 if isinstance(items, list):
-                    self.order_holds(o, items, ("world", tool, *o.items))
+                    self.order_holds(o, items, (*at, *o.items) if at[0] == "world" else at)
 
     def order_holds(self, o: Order, items: list[Any], loc: tuple[Hashable, ...]) -> None:
         from agentprop._spec.orders import broken, format_path, item_at
