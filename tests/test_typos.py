@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from rapidfuzz.distance import DamerauLevenshtein
 
 from agentprop._util.typos import within_one_edit
@@ -51,3 +52,25 @@ def test_the_slips_a_reader_forgives() -> None:
     assert not within_one_edit("cancel", "acnel")  # a swap and a drop
     assert not within_one_edit("ab", "ba" + "x")
     assert correct_typos("Plese cancle it", ["please", "cancel"]) == "Please cancel it"
+
+
+def test_a_message_is_read_for_its_repair_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every run of a case reads the same user messages, as corrected and for what they take
+    # back: the reading is kept per text
+    from agentprop._util import typos
+
+    read: list[str] = []
+    original = typos._repair_words_read
+
+    def counting(text: str) -> tuple[str, list[int]]:
+        read.append(text)
+        return original(text)
+
+    monkeypatch.setattr(typos, "_repair_words_read", counting)
+    text = "Cancel O-1001, srory, I mean: O-1002 (test_typos, read once)"
+    for _ in range(3):
+        assert typos.as_corrected(text) == "O-1002 (test_typos, read once)"
+        assert typos.withdrawn_part(text) == "Cancel O-1001,"
+    assert read == [text]

@@ -8,6 +8,7 @@ traditional Chinese as simplified.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -84,11 +85,9 @@ def _repair_words_read(text: str) -> tuple[str, list[int]]:
     done = 0
     for m in _WORD.finditer(text):
         low = m.group().lower()
-        near = [
-            w
-            for w in _REPAIR_WORDS
-            if len(low) >= 3 and low not in _REPAIR_WORDS and within_one_edit(low, w)
-        ]
+        if len(low) < 3 or low in _REPAIR_WORDS:
+            continue
+        near = [w for w in _REPAIR_WORDS if abs(len(w) - len(low)) <= 1 and within_one_edit(low, w)]
         if not near:
             continue
         out.append(text[done : m.start()])
@@ -102,25 +101,31 @@ def _repair_words_read(text: str) -> tuple[str, list[int]]:
     return "".join(out), where
 
 
+@functools.lru_cache(maxsize=4096)
+def _repaired(text: str) -> tuple[str, str]:
+    """(what follows ``text``'s last self-repair, what precedes it), both stripped; ``("", "")``
+    without one. Kept per text: every run of a case reads the same user messages."""
+    read, where = _repair_words_read(text)
+    repairs = list(_REPAIR.finditer(read))
+    if not repairs:
+        return "", ""
+    last = repairs[-1]
+    return text[where[last.end()] :].strip(), text[: where[last.start()]].strip()
+
+
 def as_corrected(text: str) -> str:
     """``text`` as its writer corrected it: what follows its last self-repair ("Sorry, I mean:",
     "no wait, that's wrong. It should be:", "不对，我说错了，是：", a slip in one of its words
     read through: "Srory, I mean:") when something does, else ``text``. A person reads the value
     after the repair, not the one it takes back."""
-    read, where = _repair_words_read(text)
-    repairs = list(_REPAIR.finditer(read))
-    last = text[where[repairs[-1].end()] :].strip() if repairs else ""
-    return last or text
+    return _repaired(text)[0] or text
 
 
 def withdrawn_part(text: str) -> str:
     """What ``text`` takes back: everything before its last self-repair (empty when it has
     none), the complement of :func:`as_corrected`."""
-    read, where = _repair_words_read(text)
-    repairs = list(_REPAIR.finditer(read))
-    if not repairs or not text[where[repairs[-1].end()] :].strip():
-        return ""
-    return text[: where[repairs[-1].start()]].strip()
+    after, before = _repaired(text)
+    return before if after else ""
 
 
 def as_simplified(text: str) -> str:
