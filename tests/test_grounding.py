@@ -482,3 +482,38 @@ def test_the_nearest_grounded_values_offered_are_ids_never_a_planted_canary() ->
     assert "'O-1002'" in verdict.explanation
     assert "(nearest grounded: O-1001)" in verdict.explanation
     assert "CANARY" not in verdict.explanation
+
+
+def test_a_whole_token_is_found_as_its_compiled_pattern_finds_it() -> None:
+    # has_id and the evidence's tool names compiled `(?<!-)(?<!GLUED)TOKEN(?!-)(?!GLUED)` for
+    # each token, milliseconds apiece for GLUED's large ranges; _whole_spans finds the same
+    # spans from the literal and the two neighbours (seeded; the alphabet has letters whose
+    # case folds oddly, CJK letters written glued, hyphens and underscores)
+    import functools
+    import random
+    import re
+
+    from agentprop._judge.grounded import _GLUED, _cut, _whole_spans
+
+    @functools.cache
+    def compiled(token: str, hyphen: bool) -> re.Pattern[str]:
+        if hyphen:
+            return re.compile(rf"(?<!-)(?<!{_GLUED}){re.escape(token)}(?!-)(?!{_GLUED})", re.I)
+        return re.compile(rf"(?<!{_GLUED}){re.escape(token)}(?!{_GLUED})")
+
+    rng = random.Random(31)
+    alphabet = list("aAb- _1x.") + ["订", "单", "é", "É", "ß", "ı", "K", "\u212a", "ÿ"]
+    tokens = ["a", "A", "ab", "a-b", "1", "a1", "订单", "ß", "K", "é", "aa", "a a", "-", "a-"]
+    found = 0
+    for _ in range(4000):
+        token = rng.choice(tokens)
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for hyphen in (True, False):
+            pattern = compiled(token, hyphen)
+            literal = re.compile(re.escape(token), re.I if hyphen else 0)
+            spans = _whole_spans(text, literal, hyphen=hyphen)
+            assert spans == [m.span() for m in pattern.finditer(text)], (token, text)
+            assert _whole_spans(text, literal, hyphen=hyphen, first=True) == spans[:1]
+            assert _cut(text, spans) == pattern.sub(" ", text), (token, text)
+            found += bool(spans)
+    assert found > 100  # the tokens were found many times, and missed many more

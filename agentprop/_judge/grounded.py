@@ -49,6 +49,53 @@ attached particles, Thai, Lao, Myanmar, Khmer): a value written directly against
 _GLUED = rf"[^\W{_SPACELESS}]"
 """A word character that would continue a token: a letter of a spaced script, a digit or ``_``."""
 
+
+@functools.cache
+def _glued() -> re.Pattern[str]:
+    """:data:`_GLUED` compiled once (a few milliseconds: its ranges are large). A pattern of
+    a token between ``(?<!{_GLUED})`` and ``(?!{_GLUED})`` took as long to compile for each
+    token; :func:`_whole_spans` finds the token as a literal and checks its two neighbours with
+    this one instead. Letter case does not change what it matches."""
+    return re.compile(_GLUED)
+
+
+def _whole_spans(
+    text: str, token: re.Pattern[str], *, hyphen: bool, first: bool = False
+) -> list[tuple[int, int]]:
+    """The spans, left to right and not overlapping, where ``token`` (a literal) occurs with
+    no :data:`_GLUED` character (and with ``hyphen``, no ``-``) right before or after it: what
+    ``(?<!-)(?<!{_GLUED})TOKEN(?!-)(?!{_GLUED})`` finds, as ``re.finditer`` would, without
+    compiling it. With ``first``, only the first span."""
+    glued = _glued().match
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (m := token.search(text, pos)) is not None:
+        start, end = m.span()
+        if (start == 0 or not ((hyphen and text[start - 1] == "-") or glued(text[start - 1]))) and (
+            end == len(text) or not ((hyphen and text[end] == "-") or glued(text[end]))
+        ):
+            spans.append((start, end))
+            if first:
+                break
+            pos = end if end > start else end + 1
+        else:
+            pos = start + 1
+        if pos > len(text):
+            break
+    return spans
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (left to right, not overlapping) replaced by a space."""
+    out: list[str] = []
+    last = 0
+    for start, end in spans:
+        out += (text[last:start], " ")
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 _NUMBER = re.compile(
     rf"(?<!\.)(?<!{_GLUED})[-+]?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?"
 )
@@ -495,8 +542,8 @@ class _Sources:
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
-        pattern = re.compile(rf"(?<!-)(?<!{_GLUED}){re.escape(token)}(?!-)(?!{_GLUED})", re.I)
-        return any(pattern.search(t) for t in self.texts)
+        pattern = re.compile(re.escape(token), re.I)
+        return any(_whole_spans(t, pattern, hyphen=True, first=True) for t in self.texts)
 
     def withdrawn_in(self, stated: str) -> int | None:
         """The index of the user turn whose correction took back ``stated`` (``None``: none)."""
@@ -967,17 +1014,16 @@ def evidence_grounded(
       is allowed only on a turn that called no tool (details ``disclaims``, ``unreferenced``).
     """
     names = set(tools) | {c.name for c in trace.tool_calls}
-    patterns = {
-        n: re.compile(rf"(?<!{_GLUED}){re.escape(n)}(?!{_GLUED})")
-        for n in sorted(names, key=len, reverse=True)
-    }
+    patterns = {n: re.compile(re.escape(n)) for n in sorted(names, key=len, reverse=True)}
     sources = _Sources(outputs_only=True)
     for t in trace.turns:
         sources.add_turn(t)
         if t.response is None or field not in t.response:
             continue
         text = "\n".join(_strings(t.response[field]))
-        mentioned = [n for n, p in patterns.items() if p.search(text)]
+        mentioned = [
+            n for n, p in patterns.items() if _whole_spans(text, p, hyphen=False, first=True)
+        ]
         scope = f"turn {t.index + 1}: respond.{field} {text!r}"
         never = [n for n in mentioned if n not in sources.called]
         if never:
@@ -991,7 +1037,7 @@ def evidence_grounded(
             )
         rest = text
         for n in mentioned:
-            rest = patterns[n].sub(" ", rest)
+            rest = _cut(rest, _whole_spans(rest, patterns[n], hyphen=False))
         ids = stated_ids(rest, vocabulary)
         bad_id = next((i for i in ids if not sources.has_id(i)), None)
         if bad_id is not None:
