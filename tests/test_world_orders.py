@@ -155,6 +155,7 @@ def test_a_stated_order_is_read_on_the_field_it_names(tmp_path: Path, descriptio
         ("Orders sorted by cost.", ("amount", False)),  # no cost field: the one numeric field
         ("最新的在前。", ("created_at", True)),
         ("Look up the orders.", None),
+        ("Orders sorted by relevance.", None),  # names no field: no order, not the numeric one
     ],
 )
 def test_order_statements_name_a_field_and_a_direction(

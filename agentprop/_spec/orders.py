@@ -156,6 +156,7 @@ def detected_orders(tool: str, output: Mapping[str, Any]) -> list[Order]:
 # ----------------------------------------------------------------------------- stated orders
 
 _PRICE = ("price", "cost", "fare", "amount", "fee", "total", "rate")
+_DATE_NAMES = ("date", "dates", "time", "day", "days", "datetime", "timestamp")
 _DATE_WORDS = ("date", "time", "day", "_at", "departs", "arrives", "created", "updated", "when")
 
 # (pattern, descending, what the order is by: a field name, "price", "date" or a capture group)
@@ -173,7 +174,7 @@ _STATED: tuple[tuple[re.Pattern[str], bool | None, str], ...] = tuple(
             None,
             "2",
         ),
-        (r"\b([a-z_][a-z0-9_]*) in (ascending|descending) order\b", None, "1"),
+        (r"\b([a-z_][a-z0-9_]*) in (ascending|descending) order\b(?! of)", None, "1"),
         (
             r"\b(?:sorted|ordered) by (?:the |their |its )?([a-z_][a-z0-9_]*)"
             r"(?:,? (ascending|descending|asc|desc)\b)?",
@@ -219,7 +220,8 @@ def _statement(text: str) -> tuple[str, bool, str] | None:
 
 def _resolve_key(by: str, items: list[Any], schema_keys: Sequence[str]) -> FieldPath | None:
     """The item field ``by`` names among the list's fields (its records' keys, or the schema's
-    item properties), else the list's one numeric field, else ``None``."""
+    item properties); for a price or a date, else the list's one numeric (or date) field; else
+    ``None`` (a word naming no field, like "relevance", states no order agentprop can keep)."""
     names = list(dict.fromkeys([*schema_keys, *(k for x in items[:1] for k in x)]))
     comparable = [
         n for n in names if items and all(_sort_key(item_at(x, (n,))) is not None for x in items)
@@ -227,14 +229,18 @@ def _resolve_key(by: str, items: list[Any], schema_keys: Sequence[str]) -> Field
     low = {n: n.lower() for n in names}
     if by in low.values():
         return (next(n for n in names if low[n] == by),)
-    hints = _PRICE if by == "price" else _DATE_WORDS if by == "date" else (by.rstrip("s"),)
+    kind = "price" if by in (*_PRICE, "prices") else "date" if by in _DATE_NAMES else None
+    hints = _PRICE if kind == "price" else _DATE_WORDS if kind == "date" else (by.rstrip("s"),)
     for n in comparable:
         if any(h in low[n] for h in hints):
             return (n,)
-    numeric = [
-        n for n in comparable if all(isinstance(_sort_key(item_at(x, (n,))), float) for x in items)
+    if kind is None:
+        return None
+    want: type = float if kind == "price" else str
+    alone = [
+        n for n in comparable if all(isinstance(_sort_key(item_at(x, (n,))), want) for x in items)
     ]
-    return (numeric[0],) if len(numeric) == 1 else None
+    return (alone[0],) if len(alone) == 1 else None
 
 
 def _schema_lists(
