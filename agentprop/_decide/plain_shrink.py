@@ -24,10 +24,10 @@ from agentprop._decide.plain import (
     plain_verdicts,
     run_plain_agent,
 )
-from agentprop._decide.shrunk import RateSummary, ShrinkReport
+from agentprop._decide.shrunk import RateSummary, ShrinkReport, reconfirm
 from agentprop._decide.verdicts import record_for
 from agentprop._modelapi.budget import Budget
-from agentprop._shrink import Calibration, Outcome, Unit, verify
+from agentprop._shrink import Calibration, Outcome, Unit
 from agentprop._shrink import shrink as shrink_units
 from agentprop._util.aio import run_sync
 from agentprop.errors import InfrastructureError
@@ -136,31 +136,16 @@ def shrink_plain(
     result = shrink_units(
         units, run, budget=budget, build=build, signature=chased, calibration=calibration
     )
-    seen = (
-        calibration.failures / calibration.runs
-        if calibration is not None and calibration.runs
-        else None
+    again = reconfirm(
+        result,
+        run,
+        calibration,
+        runs=verify_runs,
+        max_runs=max_verify_runs,
+        minimal=result.minimal,
+        stop_reason=result.stop_reason,
     )
-    verification = (
-        verify(
-            result, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs)
-        )
-        if verify_runs > 0 and result.signature is not None
-        else None
-    )
-    minimal, stop_reason = result.minimal, result.stop_reason
-    rep_rate = None
-    if verification is not None:
-        r = verification.reproducer
-        rep_rate = RateSummary(
-            failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval
-        )
-        if minimal and not r.failures:
-            minimal = False
-            stop_reason = (
-                f"{stop_reason}; not reconfirmed: the reproducer did not fail in "
-                f"{r.runs} fresh run(s)"
-            )
+    minimal, stop_reason = again.minimal, again.stop_reason
     orig = result.original_rate
     reproducer = list(result.reproducer)
     kept = [u.describe() for u in result.units if u.value[0] == "step"]
@@ -185,8 +170,8 @@ def shrink_plain(
         original_rate=RateSummary(
             failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval
         ),
-        reproducer_rate=rep_rate,
-        verify_refused=verification.refused if verification is not None else 0,
+        reproducer_rate=again.rate,
+        verify_refused=again.refused,
         budget_spent=refused["why"] if refused["n"] else None,
         other_signatures={str(k): v for k, v in result.other_signatures.items()},
         choices_kept=", ".join(kept)

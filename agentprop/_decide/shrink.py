@@ -30,7 +30,7 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._decide.run_key import project_digest, run_digest
 from agentprop._decide.session import current_session
-from agentprop._decide.shrunk import OtherFailure, RateSummary, ShrinkReport
+from agentprop._decide.shrunk import OtherFailure, RateSummary, ShrinkReport, reconfirm
 from agentprop._decide.verdicts import record_for
 from agentprop._judge.case import Case, compile_mft
 from agentprop._judge.judges import ModelJudge
@@ -39,7 +39,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import get_path
-from agentprop._shrink import Calibration, Outcome, Unit, verify
+from agentprop._shrink import Calibration, Outcome, Unit
 from agentprop._shrink import shrink as shrink_units
 from agentprop._spec.bindings import fill_slots
 from agentprop._util.aio import run_sync
@@ -517,39 +517,22 @@ def shrink(
                 f"choices: {result.stop_reason}; free words: not checked (the shrink budget of "
                 f"{budget} runs was spent on the choices)"
             )
-    seen = (
-        calibration.failures / calibration.runs
-        if calibration is not None and calibration.runs
-        else None
+    again = reconfirm(
+        final,
+        run,
+        calibration,
+        runs=verify_runs,
+        max_runs=max_verify_runs,
+        minimal=minimal,
+        stop_reason=stop_reason,
     )
-    verification = (
-        verify(
-            final, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs)
-        )
-        if verify_runs > 0 and final.signature is not None
-        else None
-    )
+    minimal, stop_reason = again.minimal, again.stop_reason
     kept_labels = {u.describe() for u in kept_leaves if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
     orig = result.original_rate
     original_rate = RateSummary(
         failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval
     )
-    rep_rate = None
-    verify_refused = 0
-    if verification is not None:
-        r = verification.reproducer
-        rep_rate = RateSummary(
-            failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval
-        )
-        # a reproducer that did not fail again is not shown to need its units
-        if minimal and not r.failures:
-            minimal = False
-            stop_reason = (
-                f"{stop_reason}; not reconfirmed: the reproducer did not fail in "
-                f"{r.runs} fresh run(s)"
-            )
-        verify_refused = verification.refused
     if fixed_text and minimal:
         # the world may be minimal, the words were never offered for removal
         minimal = False
@@ -576,8 +559,8 @@ def shrink(
         if not refused["n"]
         else f"the session budget refused {refused['n']} run(s); {stop_reason}",
         original_rate=original_rate,
-        reproducer_rate=rep_rate,
-        verify_refused=verify_refused,
+        reproducer_rate=again.rate,
+        verify_refused=again.refused,
         budget_spent=refused["why"] if refused["n"] else None,
         other_signatures=other_signatures,
         original_choices=choices.model_dump(mode="json") if choices is not None else None,

@@ -1,18 +1,24 @@
 """What shrinking a failing case found: the reproducer, its rates, and how minimal it is shown.
 
-Plain data (the corpus and the session keep it, reports render it); the search that makes it
-is :mod:`agentprop._decide.shrink`.
+Plain data (the corpus and the session keep it, reports render it), and :func:`reconfirm`, the
+fresh runs that decide whether a reproducer is shown minimal; the search that makes it is
+:mod:`agentprop._decide.shrink` (and :mod:`agentprop._decide.plain_shrink`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario
+from agentprop._shrink import Calibration, Outcome, ShrinkResult, verify
 
-__all__ = ["OtherFailure", "RateSummary", "ShrinkReport"]
+__all__ = ["OtherFailure", "RateSummary", "Reconfirmed", "ShrinkReport", "reconfirm"]
+
+C = TypeVar("C")
 
 
 class RateSummary(BaseModel):
@@ -147,3 +153,45 @@ class ShrinkReport(BaseModel):
                 f"{other.signature} on {other.messages!r}"
             )
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Reconfirmed:
+    """What fresh runs of a reproducer showed (:func:`reconfirm`)."""
+
+    rate: RateSummary | None
+    """Its failure rate in them (``None``: not run again)."""
+    minimal: bool
+    stop_reason: str
+    refused: int
+    """Runs asked for and not made (the budget refused them)."""
+
+
+def reconfirm(
+    result: ShrinkResult[C],
+    run: Callable[[C, int], Outcome],
+    calibration: Calibration | None,
+    *,
+    runs: int,
+    max_runs: int,
+    minimal: bool,
+    stop_reason: str,
+) -> Reconfirmed:
+    """Run ``result``'s reproducer ``runs`` fresh times, more (up to ``max_runs``) while a
+    failure at the calibrated original's rate could still be unseen; one that did not fail
+    again is not shown to need its units (not ``minimal``, and ``stop_reason`` says why).
+    Nothing is run when ``runs`` is 0 or nothing was reproduced."""
+    if runs <= 0 or result.signature is None:
+        return Reconfirmed(None, minimal, stop_reason, 0)
+    seen = calibration.failures / calibration.runs if calibration and calibration.runs else None
+    verification = verify(result, run, runs=runs, see_rate=seen, max_runs=max(runs, max_runs))
+    r = verification.reproducer
+    rate = RateSummary(
+        failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval
+    )
+    if minimal and not r.failures:
+        minimal = False
+        stop_reason = (
+            f"{stop_reason}; not reconfirmed: the reproducer did not fail in {r.runs} fresh run(s)"
+        )
+    return Reconfirmed(rate, minimal, stop_reason, verification.refused)
