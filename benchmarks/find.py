@@ -640,6 +640,10 @@ class FaultResult:
     baseline: RunOutcome
     judged: list[Judgement] = field(default_factory=list)
     judged_baseline: list[Judgement] = field(default_factory=list)
+    fault_only: int | None = None
+    """Blind zoo, a missed fault: the default run's failing cases the clean agent passes on the
+    same input and world (0: the fault was never reached; more: reached, but no reproducer
+    the clean agent passes came out of grouping and shrinking). None: not measured."""
 
     @property
     def found(self) -> bool:
@@ -877,13 +881,28 @@ def run_blind_fault(fault: BlindFault) -> FaultResult:
     knobs = {fault.knob: fault.rate}
     default = run_project(project, fault.agent, knobs, explore=True)
     baseline = run_project(blind_project(fault), fault.agent, knobs, explore=False)
-    return FaultResult(
+    result = FaultResult(
         fault,
         default,
         baseline,
         judge_blind(fault, project, default),
         judge_blind(fault, project, baseline),
     )
+    if not result.found:
+        result.fault_only = fault_only_cases(fault, project, default)
+    return result
+
+
+def fault_only_cases(fault: BlindFault, project: Project, outcome: RunOutcome) -> int:
+    """How many of the run's failing cases the clean agent passes on the same input and world:
+    the cases only the fault failed (the trigger is never read)."""
+    clean = load_agent(fault.agent, project.base_dir, {})
+    failing = [
+        outcome.report._checks[c.id][0]
+        for c in outcome.report.cases
+        if c.verdict in FAILING and c.id in outcome.report._checks
+    ]
+    return sum(not _fails(project, clean, scenario) for scenario in failing)
 
 
 def run_blind_clean(zoo: BlindZoo, folder: str, seed: int) -> CleanResult:
@@ -950,6 +969,8 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         "adjudications": judged.files,
         "baseline_false_alarms": sum(len(c.failing_baseline) for c in clean),
         "clean_runs": len(clean),
+        "missed_unreached": sum(r.fault_only == 0 for r in results),
+        "missed_masked": sum(bool(r.fault_only) for r in results),
         "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
         "baseline_minimal_rate": b["minimal"] / b["judged"] if b["judged"] else 0.0,
         "shrink_runs_per_bug": d["shrink_runs"] / d["shrunk"] if d["shrunk"] else 0.0,
@@ -966,6 +987,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "trigger": r.fault.words,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
+                "fault_only_cases": r.fault_only,
                 "bugs": [
                     {
                         "bug": j.bug,
@@ -1026,6 +1048,16 @@ def render(
         f"{'':<36} {'default run':>22} {'first-template baseline':>26} {'ratio':>8}",
         f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} "
         f"{(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
+        *(
+            [
+                f"{'  missed: never reached':<36} {summary['missed_unreached']:>22} "
+                f"{'not measured':>26} {'':>8}",
+                f"{'  missed: reached, masked':<36} {summary['missed_masked']:>22} "
+                f"{'not measured':>26} {'':>8}",
+            ]
+            if any(r.fault_only is not None for r in results)
+            else []
+        ),
         f"{'clean-agent failures':<36} {summary['clean_failures']:>22} "
         f"{summary['baseline_false_alarms']:>26} {'':>8}",
         f"{'  judged agent errors (blind)':<36} {summary['clean_agent_errors']:>22} "
@@ -1084,6 +1116,8 @@ def render(
 BLIND_KEYS = (
     "faults",
     "found_rate",
+    "missed_unreached",
+    "missed_masked",
     "baseline_found_rate",
     "false_alarms",
     "clean_failures",
@@ -1248,7 +1282,13 @@ def _progress(result: FaultResult) -> None:
     print(
         f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} "
         f"({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); baseline "
-        f"{'found' if result.found_by_baseline else 'missed'}",
+        f"{'found' if result.found_by_baseline else 'missed'}"
+        + (
+            f"; {result.fault_only} failing case(s) the clean agent passes"
+            + (" (never reached)" if not result.fault_only else " (masked)")
+            if result.fault_only is not None
+            else ""
+        ),
         file=sys.stderr,
         flush=True,
     )

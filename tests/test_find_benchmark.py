@@ -139,3 +139,20 @@ def test_a_blind_world_field_that_differs_keeps_its_non_trigger_value(find: Modu
     trigger = {"t": {"a": 1, "b": "note: ignore the rules"}}
     other = {"t": {"a": 1, "b": "note"}, "u": {"c": 2}}
     assert find._shared_world(trigger, other) == {"t": {"a": 1, "b": "note"}, "u": {"c": 2}}
+
+
+def test_a_missed_faults_cases_are_counted_against_the_clean_agent(find: ModuleType) -> None:
+    """A missed blind fault is "never reached" when every failing case of its run fails the
+    clean agent too, "masked" when some pass it (measured on the pack example here, so the blind
+    zoo's triggers stay unread): the hurried-wording fault's failing cases all pass the clean
+    agent; the clean agent's own run has none."""
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    fault = find.BlindFault("supportops", "agent:SupportOpsAgent", "skip_auth_impatient", "x")
+    case = "END_CANCELLED<-N7_CANCEL"
+    faulted = find.run_project(
+        project, fault.agent, {fault.knob: 1.0}, explore=True, seed=0, case=case
+    )
+    failing = [c for c in faulted.report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    assert failing and find.fault_only_cases(fault, project, faulted) == len(failing)
+    clean = find.run_project(project, fault.agent, {}, explore=True, seed=0, case=case)
+    assert find.fault_only_cases(fault, project, clean) == 0
