@@ -231,7 +231,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="write every trial of the session's checks to DIR as it ends (trials.jsonl; under "
         "pytest-xdist, trials-gwN.jsonl per worker) and the session's record at the end "
-        "(report.json); with --agentprop-shard, the DIR `agentprop merge` takes",
+        "(report.json); with --agentprop-shard, the DIR `agentprop merge` takes; DIR may not "
+        "hold an earlier session's records",
+    )
+    group.addoption(
+        "--agentprop-replace-records",
+        action="store_true",
+        default=False,
+        help="with --agentprop-records DIR: delete the records an earlier session left in DIR "
+        "first",
     )
     group.addoption(
         "--agentprop-input-model",
@@ -315,6 +323,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"{', '.join(AgentSettings.profile_names())} (register one with "
                 "agentprop.settings.register_profile in a conftest.py)"
             )
+    if not hasattr(config, "workerinput"):  # the controller, before any worker records
+        _check_records_dir(config)
     if str(config.getoption("hypothesis_profile", None) or "").startswith("agentprop-"):
         register_hypothesis_profiles()
     # a session current around this run (pytest run in-process by a test) is not this run's
@@ -324,6 +334,30 @@ def pytest_configure(config: pytest.Config) -> None:
     if _configured(config):
         _session(config)
     _start_input_model(config)
+
+
+def _check_records_dir(config: pytest.Config) -> None:
+    """``--agentprop-records DIR`` may not hold an earlier session's records (appended to, the
+    two sessions would read as one, and `agentprop merge` would count both) unless
+    ``--agentprop-replace-records`` says to delete them, which it does here."""
+    from agentprop._decide.records import earlier_records
+
+    where = _opt(config, "--agentprop-records")
+    if _opt(config, "--agentprop-replace-records") and not where:
+        raise pytest.UsageError(
+            "--agentprop-replace-records replaces the records of --agentprop-records DIR, and no "
+            "--agentprop-records was given; add it, or drop --agentprop-replace-records"
+        )
+    earlier = earlier_records(where) if where else []
+    if earlier and not _opt(config, "--agentprop-replace-records"):
+        raise pytest.UsageError(
+            f"--agentprop-records {where}: the directory holds the records of an earlier run "
+            f"({', '.join(p.name for p in earlier)}); this session's would be added to them, and "
+            "`agentprop merge` would count both; give an empty or new directory, or pass "
+            "--agentprop-replace-records to delete those files first"
+        )
+    for path in earlier:
+        path.unlink()
 
 
 def _configured(config: pytest.Config) -> bool:

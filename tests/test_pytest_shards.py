@@ -472,3 +472,23 @@ def _run_cli(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     code = main(list(argv), out=out, err=out)
     return code, out.getvalue()
+
+
+def test_a_records_dir_of_an_earlier_session_is_refused_or_replaced(tmp_path: Path) -> None:
+    """``--agentprop-records`` appended to the records an earlier session left in DIR, so the
+    two sessions read as one (and `agentprop merge` counted both): such a DIR is a usage error
+    naming it and the fix, unless ``--agentprop-replace-records`` deletes those files first."""
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    records = tmp_path / "s1"
+    records.mkdir()
+    (records / "trials-gw0.jsonl").write_text('{"type":"trial"}\n')
+    (records / "notes.txt").write_text("mine")
+    code, out = _pytest(tmp_path, "-n", "0", "--agentprop-records", "s1")
+    assert code == pytest.ExitCode.USAGE_ERROR, out
+    assert "--agentprop-records s1: the directory holds the records of an earlier run " in out
+    assert "(trials-gw0.jsonl)" in out and "--agentprop-replace-records" in out
+    code, out = _pytest(tmp_path, "-n", "0", "--agentprop-records", "s1",
+                        "--agentprop-replace-records")  # fmt: skip
+    assert code == 0, out
+    assert not (records / "trials-gw0.jsonl").exists() and (records / REPORT_FILE).is_file()
+    assert (records / "notes.txt").read_text() == "mine"  # not a record: kept
