@@ -9,6 +9,7 @@ a step of its own to the runbook passed everything.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -517,3 +518,42 @@ def test_a_whole_token_is_found_as_its_compiled_pattern_finds_it() -> None:
             assert _cut(text, spans) == pattern.sub(" ", text), (token, text)
             found += bool(spans)
     assert found > 100  # the tokens were found many times, and missed many more
+
+
+def test_a_tool_output_is_read_for_its_facts_once_and_only_for_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every run of a case reads the same outputs from the same world: their facts are kept
+    # by content, and outputs that differ only in a value's type keep facts of their own
+    import random
+
+    from agentprop._judge import grounded
+
+    monkeypatch.setattr(grounded, "_RESULT_FACTS", {})
+    read: list[Any] = []
+    original = grounded._facts_of_result
+
+    def counting(result: Any) -> Any:
+        read.append(result)
+        return original(result)
+
+    monkeypatch.setattr(grounded, "_facts_of_result", counting)
+    output = {"plan_id": "PLAN-BASIC", "orders": [{"id": "O-1", "total": 12.5}] * 20}
+    for _ in range(3):
+        grounded._result_facts(json.loads(json.dumps(output)))  # a fresh copy, as a run gets
+    assert len(read) == 1
+
+    rng = random.Random(31)
+
+    def value(depth: int = 0) -> Any:
+        r = rng.random()
+        if depth > 3 or r < 0.4:
+            return rng.choice(["A1", "plan PLAN-BASIC 12.5", 1, 1.0, True, None, -0.0, 0.0, 7])
+        if r < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["a", "plan_id", "total"]): value(depth + 1) for _ in range(3)}
+
+    for _ in range(2000):
+        v = value()
+        assert grounded._result_facts(v) == original(v), v
+    assert len(read) < 1900  # outputs met again were not read again
