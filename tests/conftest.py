@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy  # noqa: F401  (see below)
 import pytest
 
 import agentprop._decide.corpus
@@ -17,6 +18,11 @@ from agentprop._agents.project import Project, load_project
 from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
+
+# numpy is imported here, before any test, because agentprop imports it lazily and pytester's
+# in-process runs drop every module first imported inside them from sys.modules afterwards;
+# numpy cannot be loaded twice in one process, so a later test importing it again failed
+# ("cannot load module more than once per process") whenever it ran after such a run.
 
 # The suite is hermetic about where it runs: CI services set ``CI``, which switches the API
 # cache to replay-only and snapshots to refuse updates; a user's shell may hold fault knobs for
