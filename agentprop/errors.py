@@ -191,6 +191,12 @@ class ParaphrasePoolError(InputError):
     message says which; record the pool once with a key, or fix the pool file."""
 
 
+class InputModelUnavailable(InputError):
+    """The input model (``--input-model``, ``--agentprop-input-model``) could not write a text:
+    its endpoint cannot be reached, its key is missing, or a replayed request was never
+    recorded. A usage error naming the option."""
+
+
 class InvalidArgument(AgentPropError, TypeError):
     """A function was called with arguments it cannot use (as in Hypothesis). Raised at the
     call, before any agent runs; the message names the argument and what it accepts."""

@@ -24,6 +24,7 @@ from agentprop.errors import (
     BudgetExhausted,
     CacheMiss,
     InputError,
+    InputModelUnavailable,
     InvalidArgument,
     ParaphrasePoolError,
 )
@@ -146,11 +147,6 @@ class InputModelOptions(BaseModel):
     @property
     def enabled(self) -> bool:
         return self.model is not None
-
-
-class InputModelUnavailable(InputError):
-    """The input model could not write a text: its endpoint cannot be reached, its key is
-    missing, or a replayed request was never recorded. A usage error naming the option."""
 
 
 class WrittenChoice(BaseModel):
