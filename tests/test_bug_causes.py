@@ -200,7 +200,7 @@ def _hit(case_id: str, families: list[str]) -> Hit:
         passes=0,
         pass_rate=0.0,
         interval=(0.0, 1.0),
-        details={"families": families},
+        details={"families": families, "base": SCENARIO},
     )
     return Hit(case, SKIP_AUTH, 1, "")
 
@@ -313,3 +313,37 @@ def test_what_follows_the_failing_turn_does_not_tell_causes_apart() -> None:
     assert behaviour_of(cancelled, 0) == behaviour_of(ticket, 0)
     assert behaviour_of(cancelled) != behaviour_of(ticket)
     assert behaviour_of(cancelled, -1) == behaviour_of(cancelled)
+
+
+def test_an_input_of_another_scenario_names_no_other_cause() -> None:
+    """On another scenario the agent does other things whatever the cause (the pack zoo's
+    hurried wording split into three bugs over one path without and with a tool timing out
+    and retried): not shrunk, not split."""
+    first = _hit("a", ["turn1:urgency"])
+    other = _hit("b", ["turn1:greeting"])
+    other.case.details["base"] = "N5_CANCEL_ELIGIBILITY:missing_order_id/get_account:timeout+retry"
+    causes, spent = distinct_causes(
+        [first, other],
+        Cause(first, _shrunk(["urgency"], ["a"]), frozenset({"urgency"})),
+        lambda h: pytest.fail(f"shrank {h.case.id}"),
+        lambda h: ["a"] if h is first else ["b"],
+    )
+    assert len(causes) == 1 and spent == []
+
+
+def test_one_cause_on_two_paths_is_one_bug(project: Project) -> None:
+    """The hurried-wording fault on the cancel and the address paths: one bug."""
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth_impatient": 1.0})
+    scenarios = [
+        s
+        for s in project.scenarios()
+        if s.id in (SCENARIO, "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS")
+    ]
+    assert len(scenarios) == 2
+    settings = RunSettings(kinds=("explore",), seed=0, explore=24)
+    report = asyncio.run(arun_cases(project, agent, scenarios, settings, memo=TrialMemo()))
+    shrink_failures(project, agent, report, budget=60, corpus=None, seed=0)
+    failing = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    assert {c.node for c in failing} == {"END_CANCELLED", "END_ADDRESS_UPDATED"}
+    [bug] = _found(report)
+    assert bug.key == SKIP_AUTH and bug.cause == []

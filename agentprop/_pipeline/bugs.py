@@ -321,12 +321,23 @@ class Cause:
     hits: list[Hit] = field(default_factory=list)
 
 
+def path_of(case: CaseReport) -> str:
+    """The scenario a case's input is an instance of (an explored input: its base): its path
+    through the tree and the tool failures injected on it (a retry adds calls)."""
+    base = case.details.get("base") if case.kind == "EXPLORE" else None
+    return str(base) if base is not None else case.id
+
+
 def _distinct(new: Cause, old: Cause) -> bool:
-    """Two reproducers of one signature are distinct causes when neither needs every family
-    the other needs, and the agent behaved differently when they failed (:func:`behaviour_of
-    <agentprop._decide.shrink.behaviour_of>`: tools called, node, decision per turn): one
-    cause met through two families (Chinese text from a template or from a code-switched
-    phrase) makes the agent do the same thing."""
+    """Two reproducers of one signature are distinct causes when they are inputs of one scenario,
+    neither needs every family the other needs, and the agent behaved differently when they
+    failed (:func:`behaviour_of <agentprop._decide.shrink.behaviour_of>`: tools called, node,
+    decision per turn): one cause met through two families (Chinese text from a template or
+    from a code-switched phrase) makes the agent do the same thing. On two scenarios (another
+    path, another injected tool failure) the agent does different things whatever the cause,
+    so behaviour tells nothing there: not split."""
+    if path_of(new.hit.case) != path_of(old.hit.case):
+        return False
     if new.families is None or old.families is None:
         return False
     if new.families <= old.families or old.families <= new.families:
@@ -352,14 +363,14 @@ def distinct_causes(
 ) -> tuple[list[Cause], list[ShrinkReport]]:
     """The causes behind one group, ``first`` (its simplest case, shrunk) first.
 
-    An explored input that holds every family a reproducer kept is explained by it, and so is
-    one whose failing run (``behaviour``) did what the run of an input already shrunk did. The
-    simplest explored input nothing explains is shrunk too (at most :data:`MAX_CAUSES` shrinks
-    in all); its reproducer is another cause when it is :func:`_distinct` from every cause so
-    far. Nothing is split when a reproducer kept no choice (the scenario's own input fails:
-    every input may fail for that reason) or when the first was not reconfirmed. Returns the
-    causes and every extra shrink (also those that named no new cause: their runs were spent on
-    this bug)."""
+    Only explored inputs of the first's scenario are looked at. One that holds every family a
+    reproducer kept is explained by it, and so is one whose failing run (``behaviour``) did
+    what the run of an input already shrunk did. The simplest one nothing explains is shrunk
+    too (at most :data:`MAX_CAUSES` shrinks in all); its reproducer is another cause when it
+    is :func:`_distinct` from every cause so far. Nothing is split when a reproducer kept no
+    choice (the scenario's own input fails: every input may fail for that reason) or when the
+    first was not reconfirmed. Returns the causes and every extra shrink (also those that named
+    no new cause: their runs were spent on this bug)."""
     causes = [first]
     spent: list[ShrinkReport] = []
     if not first.families:
@@ -373,6 +384,7 @@ def distinct_causes(
                 h
                 for h in candidates
                 if h.case.id not in tried
+                and path_of(h.case) == path_of(first.hit.case)
                 and (fams := case_families(h.case)) is not None
                 and not any(e <= fams for e in explained)
                 and behaviour(h) not in seen
