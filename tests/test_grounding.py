@@ -529,7 +529,7 @@ def test_a_tool_output_is_read_for_its_facts_once_and_only_for_itself(
 
     from agentprop._judge import grounded
 
-    monkeypatch.setattr(grounded, "_RESULT_FACTS", {})
+    grounded._facts_of_frozen.cache_clear()
     read: list[Any] = []
     original = grounded._facts_of_result
 
@@ -557,3 +557,4 @@ def test_a_tool_output_is_read_for_its_facts_once_and_only_for_itself(
         v = value()
         assert grounded._result_facts(v) == original(v), v
     assert len(read) < 1900  # outputs met again were not read again
+    grounded._facts_of_frozen.cache_clear()  # no fact read through the counting stand-in stays

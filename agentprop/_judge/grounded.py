@@ -418,11 +418,27 @@ def _frozen(value: Any) -> Hashable:
     raise TypeError(kind)
 
 
-_RESULT_FACTS: dict[Hashable, _OutputFacts] = {}
-""":func:`_facts_of_result` by :func:`_frozen` output: every run of a case reads the same tool
-outputs from the same world, and a 4 KB output took a third of a millisecond to read. Emptied
-when it holds :data:`_RESULT_FACTS_LIMIT` outputs."""
-_RESULT_FACTS_LIMIT = 1024
+def _thawed(key: Hashable) -> Any:
+    """The plain JSON value :func:`_frozen` made ``key`` from (a tuple read back as a list)."""
+    if isinstance(key, str):
+        return key
+    assert isinstance(key, tuple)
+    kind, body = key
+    if kind == "dict":
+        return {k: _thawed(v) for k, v in body}
+    if kind == "list":
+        return [_thawed(v) for v in body]
+    if kind == "float":
+        return float(body)
+    return body
+
+
+@functools.lru_cache(maxsize=1024)
+def _facts_of_frozen(key: Hashable) -> _OutputFacts:
+    """:func:`_facts_of_result` by :func:`_frozen` output: every run of a case reads the same
+    tool outputs from the same world, and a 4 KB output took a third of a millisecond to read.
+    A pure function of the output, so sharing it across sessions shares no state."""
+    return _facts_of_result(_thawed(key))
 
 
 def _result_facts(result: Any) -> _OutputFacts:
@@ -430,12 +446,7 @@ def _result_facts(result: Any) -> _OutputFacts:
         key = _frozen(result)
     except (TypeError, RecursionError):  # not plain JSON: read it each time
         return _facts_of_result(result)
-    facts = _RESULT_FACTS.get(key)
-    if facts is None:
-        if len(_RESULT_FACTS) >= _RESULT_FACTS_LIMIT:
-            _RESULT_FACTS.clear()
-        facts = _RESULT_FACTS[key] = _facts_of_result(result)
-    return facts
+    return _facts_of_frozen(key)
 
 
 def _turn_facts(t: Turn) -> _TurnFacts:
