@@ -340,15 +340,17 @@ def _check_records_dir(config: pytest.Config) -> None:
     """``--agentprop-records DIR`` may not hold an earlier session's records (appended to, the
     two sessions would read as one, and `agentprop merge` would count both) unless
     ``--agentprop-replace-records`` says to delete them, which it does here."""
-    from agentprop._decide.records import earlier_records
-
     where = _opt(config, "--agentprop-records")
     if _opt(config, "--agentprop-replace-records") and not where:
         raise pytest.UsageError(
             "--agentprop-replace-records replaces the records of --agentprop-records DIR, and no "
             "--agentprop-records was given; add it, or drop --agentprop-replace-records"
         )
-    earlier = earlier_records(where) if where else []
+    if not where:
+        return  # and import nothing: a session that does not use agentprop stays light
+    from agentprop._decide.records import earlier_records
+
+    earlier = earlier_records(where)
     if earlier and not _opt(config, "--agentprop-replace-records"):
         raise pytest.UsageError(
             f"--agentprop-records {where}: the directory holds the records of an earlier run "
