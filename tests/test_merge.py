@@ -476,6 +476,14 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
         err.getvalue()
     )
 
+    # the top-up made again into its own records directory with --replace-records replaces
+    # the earlier records instead of adding to them (a merge would read both as one run)
+    kept = len(list(read_records(tmp_path / "top")))
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    argv += ["--records", str(tmp_path / "top"), "--replace-records"]
+    assert main(argv, out=io.StringIO(), err=io.StringIO()) == 0
+    assert len(list(read_records(tmp_path / "top"))) == kept
+
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(

@@ -387,7 +387,7 @@ def _top_up_shards(
         f"with agent {agent.ref}, topping up as the unsharded run does",
         file=out,
     )
-    recorder = open_records(args.records) if args.records else None
+    recorder = open_records(args.records, replace=args.replace_records) if args.records else None
     if recorder is not None:  # recorded like a shard's, as shard 0: `agentprop merge` takes it
         recorder.set_shard(mine.model_copy(update={"index": 0}))
     top_up = merged_top_up(run, agent, budget, concurrency=settings.concurrency)
