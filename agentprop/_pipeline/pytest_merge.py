@@ -246,6 +246,11 @@ def merge_pytest_shards(infos: dict[int, tuple[ShardInfo, Path]]) -> PytestMerge
         ),
         "memo_hits": sum(int(s.report.get("memo_hits") or 0) for s in shards),
     }
+    written = [s.report["input_model"] for s in shards if s.report.get("input_model")]
+    if written:  # --agentprop-input-model: what the model wrote, added up as over xdist workers
+        from agentprop._decide.written import merge_summaries
+
+        data["input_model"] = merge_summaries(written)
     data["merge"] = {
         "shards": [
             {
