@@ -29,8 +29,14 @@ The canary-probe and forbidden-scope faults are reached by PROBE cases (requests
 a planted field by name or by meaning, or invite a forbidden action).
 
 ``--json PATH`` writes ``{"found_rate", "baseline_found_rate", "false_alarms", "minimal_rate",
-"shrink_runs_per_bug", "runs_total", ...}``. Targets (issue #10): found >= 0.9, false alarms 0,
-minimal >= 0.9, shrink runs per distinct bug <= 60. ``--quick`` runs three faults on one path
+"shrink_runs_per_bug", "runs_total", ...}``; the blind zoo adds ``blind_X`` for X in
+:data:`BLIND_KEYS` (``blind_faults``, ``blind_found_rate``, ``blind_missed_unreached`` and
+``blind_missed_masked``: missed faults whose run failed no case the clean agent passes, or
+some; ``blind_false_alarms``, ``blind_minimal_rate``, ``blind_shrink_runs_per_bug``, ...),
+``blind_zoo`` (freeze hash, author) and ``blind`` (the whole summary; per fault
+``entries[].fault_only_cases``: 0 never reached, more reached but masked, null not measured).
+Targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per
+distinct bug <= 60. ``--quick`` runs three faults on one path
 each and one clean seed (the CI test's configuration). Seeded: a rerun prints the same table.
 """
 
