@@ -328,3 +328,30 @@ def test_a_shard_drawing_model_written_inputs_is_not_merged_with_one_that_does_n
             info = json.loads((where / SHARD_FILE).read_text(encoding="utf-8"))
             digests.append(info["settings_digest"])
     assert digests[0] != digests[1]
+
+
+def test_a_draw_limited_to_no_or_named_transforms_never_takes_a_model_written_text() -> None:
+    # the model's texts are free rewordings: a caller who allowed none (max_transforms=0) or
+    # named the transforms allowed keeps that limit with an input model in force
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    project = load_project(EXAMPLE)
+    text = project.scenario(CANCEL_ID).messages[0]
+    with realising(Fixed()):
+        for limited in (
+            aps.paraphrases(text, max_transforms=0),
+            aps.paraphrases(text, transforms=["typo"]),
+        ):
+            with pytest.raises(NoSuchExample):
+                find(
+                    limited,
+                    lambda p: any(s.name.startswith("model:") for s in p.transforms),
+                    settings=settings(database=None, derandomize=True, max_examples=200),
+                )
+        # and an open draw still may
+        assert find(
+            aps.paraphrases(text),
+            lambda p: any(s.name.startswith("model:") for s in p.transforms),
+            settings=settings(database=None, derandomize=True),
+        ).text.endswith(("if you can", text))

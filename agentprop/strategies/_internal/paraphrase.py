@@ -154,6 +154,9 @@ class _Plan:
     max_transforms: int
     max_typos: int
     description: str = field(default="")
+    open_wording: bool = True
+    """Whether a draw may reword the template freely: no ``max_transforms=0``, no ``transforms=``
+    list. Only then may an input model's texts stand in for it (they are free rewordings)."""
     steps_strategy: SearchStrategy[list[tuple[str, dict[str, int]]]] | None = field(
         default=None, compare=False
     )
@@ -355,7 +358,17 @@ def build_plan(
     if transforms is not None:
         options.append(f"transforms={list(wanted)!r}")
     description = f"paraphrases({original!r}, {', '.join(options)})"
-    return _Plan(lang, language, tuple(sources), candidates, bounds, n_max, typo_max, description)
+    return _Plan(
+        lang,
+        language,
+        tuple(sources),
+        candidates,
+        bounds,
+        n_max,
+        typo_max,
+        description,
+        open_wording=n_max > 0 and transforms is None,
+    )
 
 
 def _with_strategies(plan: _Plan) -> _Plan:
@@ -450,7 +463,11 @@ def _paraphrase_strategy(
     from hypothesis import note
 
     realiser = current_realiser()
-    written = _written(draw, plan, realiser, role, goal) if realiser is not None else None
+    written = (
+        _written(draw, plan, realiser, role, goal)
+        if realiser is not None and plan.open_wording
+        else None
+    )
     if written is not None:
         note(f"Paraphrase: {written.describe()}")
         return written
