@@ -162,3 +162,16 @@ def test_a_pytest_session_on_a_store_replays_the_projects_memo_file(
     again = re.search(r"(\d+) new agent runs, (\d+) memo hits", second.stdout.str())
     assert again is not None and (int(again[1]), int(again[2])) == (0, 4), second.stdout.str()
     assert memo_file.read_bytes() == before
+
+
+def test_a_frozen_memo_file_sees_the_runs_still_in_its_wal(tmp_path: Path) -> None:
+    # a session still open (or killed before its checkpoint) keeps its latest runs in the WAL
+    # beside the file; the frozen reader must see them, not the file's older state alone
+    from agentprop._decide.memo import FrozenFileMemoStore
+
+    path = tmp_path / "trials.sqlite"
+    open_session = TrialMemo(path)
+    key = open_session.key("input", "agent", 0)
+    open_session.put(key, _trace(0))
+    assert (tmp_path / "trials.sqlite-wal").stat().st_size > 0  # not yet checkpointed
+    assert TrialMemo(store=FrozenFileMemoStore(path)).get(key) == _trace(0)

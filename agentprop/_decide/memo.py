@@ -369,16 +369,21 @@ class LayeredMemoStore(MemoStore):
 
 
 class FrozenFileMemoStore(MemoStore):
-    """A memo file read as it is, never written, locked or converted (SQLite's ``immutable``
-    mode: no journal, no WAL files beside it): the base of a :class:`LayeredMemoStore`. A file
-    that is not a memo of format :data:`SCHEMA_VERSION` is an error naming it."""
+    """A memo file read as it is, never written or converted (SQLite's ``immutable`` mode, or
+    read-only when a WAL beside it holds runs not yet in the file): the base of a
+    :class:`LayeredMemoStore`. A file that is not a memo of format :data:`SCHEMA_VERSION` is an
+    error naming it."""
 
     def __init__(self, path: str | Path) -> None:
         from urllib.parse import quote
 
         self.path = Path(path)
         self._lock = threading.Lock()
-        uri = f"file:{quote(str(self.path.resolve()))}?immutable=1"
+        # immutable when the file is all there is; a WAL beside it (a session still open, or
+        # killed before its checkpoint) holds runs only a read-only reader of the WAL sees
+        wal = self.path.with_name(self.path.name + "-wal")
+        mode = "mode=ro" if wal.exists() and wal.stat().st_size else "immutable=1"
+        uri = f"file:{quote(str(self.path.resolve()))}?{mode}"
         try:
             self._con = sqlite3.connect(uri, uri=True, check_same_thread=False)
             version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
