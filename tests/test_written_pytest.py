@@ -184,6 +184,20 @@ def test_the_option_without_a_usable_model_is_a_usage_error(
     assert message in result.stderr.str()
 
 
+def test_behind_a_proxy_the_model_is_not_probed_directly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the SDKs send through HTTP(S)_PROXY: an endpoint only the proxy reaches is no usage error
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-a-real-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    result = run(pytester, "--agentprop-input-model", "anthropic:writer-test")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+
+
 def test_a_text_never_recorded_is_an_error_naming_the_option_in_replay_only_mode(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -284,7 +298,7 @@ from agentprop import strategies as aps
 @pytest.mark.parametrize("text", ["Please cancel my order O-1001", "Change my address, order O-7"])
 def test_draws(text):
     @settings(agentprop.agent_settings(), derandomize=True, database=None, max_examples=5)
-    @given(aps.paraphrases(text, max_transforms=0))
+    @given(aps.paraphrases(text))
     def draw(p):
         pass
 
