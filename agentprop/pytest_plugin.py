@@ -359,7 +359,13 @@ def _check_records_dir(config: pytest.Config) -> None:
             "--agentprop-replace-records to delete those files first"
         )
     for path in earlier:
-        path.unlink()
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise pytest.UsageError(
+                f"--agentprop-replace-records: cannot delete {path} ({exc.strerror or exc}); "
+                "make it writable, or give --agentprop-records an empty or new directory"
+            ) from None
 
 
 def _configured(config: pytest.Config) -> bool:
@@ -433,7 +439,8 @@ def _start_input_model(config: pytest.Config) -> None:
         reason = reason.replace("--input-model", "--agentprop-input-model")
         raise pytest.UsageError(reason) from None
     writer = InputWriter(options)
-    _check_reachable(writer)
+    if not hasattr(config, "workerinput"):  # once, in the controller, not in every worker
+        _check_reachable(writer)
     config.stash[_WRITER_KEY] = writer
     config.stash[_REALISER_KEY] = set_realiser(SessionRealiser(writer))
 
@@ -459,6 +466,10 @@ def _check_reachable(writer: Any) -> None:
     parts = urlsplit(base)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    import urllib.request
+
+    if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(host):
+        return  # the SDK goes through the proxy: a direct connection proves nothing either way
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as exc:
