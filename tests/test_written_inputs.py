@@ -597,3 +597,31 @@ def test_the_command_line_stops_with_a_usage_error_when_the_input_model_writes_n
     named = "--input-model anthropic:writer-test: a text this run needs was never recorded"
     assert named in printed
     assert "Traceback" not in printed
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (ConnectionRefusedError("refused"), "InputModelUnavailable"),
+        (agentprop.errors.CacheError("the cache file is damaged"), "CacheError"),
+        (KeyError("choices"), "KeyError"),
+    ],
+)
+def test_only_a_model_that_cannot_answer_is_called_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception, expected: str
+) -> None:
+    # an unreachable model is a usage error naming the option; a damaged cache or a bug of the
+    # code keeps its own error and message, never "start the model's server"
+    from agentprop._decide.written import WrittenTurn
+
+    with MessagesServer() as server:
+        writer = writer_on(server, tmp_path / "cache.sqlite")
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr(writer.client, "text", failing)
+    turn = WrittenTurn("Cancel my order O-1001", "en", "request", ("O-1001",), "")
+    with pytest.raises(Exception) as caught:
+        writer.texts(turn, WrittenChoice(family="hedge"))
+    assert type(caught.value).__name__ == expected

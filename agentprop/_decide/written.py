@@ -22,6 +22,7 @@ from agentprop._modelapi.providers import TextPrompt, provider_named
 from agentprop._util.aio import run_sync
 from agentprop.errors import (
     BudgetExhausted,
+    CacheError,
     CacheMiss,
     InputError,
     InputModelUnavailable,
@@ -292,6 +293,19 @@ def _max_tokens(text: str, n: int) -> int:
     return int(min(8000, max(512, 256 + n * (len(text) * 2 + 60))))
 
 
+_NOT_THE_MODELS: tuple[type[BaseException], ...] = (
+    BudgetExhausted,
+    InvalidArgument,
+    TypeError,
+    KeyError,
+    AttributeError,
+    NameError,
+    AssertionError,
+)
+"""Errors that are not an unreachable input model (a spent budget, a bad argument, a bug of
+the code): raised as they are."""
+
+
 class InputWriter:
     """Writes, validates and remembers model-written turns (one request per distinct prompt and
     seed; the API cache keeps the reply). :meth:`texts` is what a choice renders from."""
@@ -383,8 +397,12 @@ class InputWriter:
                     what=what,
                 )
             )
-        except (BudgetExhausted, InvalidArgument):
+        except _NOT_THE_MODELS:
             raise
+        except CacheError as exc:
+            if not isinstance(exc, CacheMiss):
+                raise  # a damaged or locked cache: its own message says its fix
+            raise self.unavailable(exc) from exc
         except Exception as exc:
             raise self.unavailable(exc) from exc
         try:
