@@ -174,8 +174,10 @@ def _records_only(args: argparse.Namespace, out: TextIO) -> int:
         )
     from agentprop._decide.records import REPORT_FILE
 
+    unfinished = []
     for index, directory in sorted(run.directories.items()):
         if not (directory / REPORT_FILE).is_file():
+            unfinished.append(index)
             print(
                 f"note: shard {index}/{run.info.count} ({directory}) did not finish (no "
                 f"{REPORT_FILE}): its rows are what it recorded up to where it stopped",
@@ -204,4 +206,10 @@ def _records_only(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_USAGE
     if any(c.verdict not in ("PASS", "NOT APPLICABLE") for c in run.cases):
         return EXIT_FAIL
-    return EXIT_INCOMPLETE if missing else EXIT_OK
+    if unfinished and not missing:
+        print(
+            f"INCOMPLETE: shard(s) {', '.join(f'{i}/{run.info.count}' for i in unfinished)} did "
+            "not finish: the cases they had not decided are not in this table",
+            file=out,
+        )
+    return EXIT_INCOMPLETE if missing or unfinished else EXIT_OK
