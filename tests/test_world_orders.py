@@ -270,3 +270,28 @@ def test_a_variable_value_whose_world_breaks_a_stated_order_is_a_bindings_error(
     assert "world.search_flights.options[1].price = 365 breaks the order" in text
     line = int(re.search(r"agentprop\.yaml:(\d+):", text).group(1))  # type: ignore[union-attr]
     assert "options[0].price" in path.read_text().splitlines()[line - 1]
+
+
+@pytest.mark.parametrize(
+    ("by", "items", "field"),
+    [
+        # a price names its field by a whole word, in the order of the price words
+        (
+            "price",
+            [{"total_stops": 1, "fare_usd": 300.0}, {"total_stops": 0, "fare_usd": 320.0}],
+            "fare_usd",
+        ),
+        # a date is a date: a count of days is no date, whatever its name holds
+        (
+            "date",
+            [{"days_left": 3, "created": "2026-01-02"}, {"days_left": 5, "created": "2026-01-01"}],
+            "created",
+        ),
+    ],
+)
+def test_a_stated_order_names_the_field_its_kind_and_words_fit(
+    by: str, items: list[dict[str, object]], field: str
+) -> None:
+    from agentprop._spec.orders import _resolve_key
+
+    assert _resolve_key(by, items, []) == (field,)

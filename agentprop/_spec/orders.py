@@ -231,15 +231,22 @@ def _resolve_key(by: str, items: list[Any], schema_keys: Sequence[str]) -> Field
         return (next(n for n in names if low[n] == by),)
     kind = "price" if by in (*_PRICE, "prices") else "date" if by in _DATE_NAMES else None
     hints = _PRICE if kind == "price" else _DATE_WORDS if kind == "date" else (by.rstrip("s"),)
-    for n in comparable:
-        if any(h in low[n] for h in hints):
-            return (n,)
+    want: type | None = float if kind == "price" else str if kind == "date" else None
+
+    def fits(n: str) -> bool:  # a price is a number, a date a string, whatever the name says
+        return want is None or all(isinstance(_sort_key(item_at(x, (n,))), want) for x in items)
+
+    words = {n: set(re.split(r"[^a-z0-9]+", low[n])) for n in names}
+    # hints in their order of preference, a whole word of the name before a part of one:
+    # "fare_usd" before "total_stops" for a price, never a count of days for a date
+    for whole in (True, False):
+        for h in hints:
+            for n in comparable:
+                if (h in words[n] if whole else h in low[n]) and fits(n):
+                    return (n,)
     if kind is None:
         return None
-    want: type = float if kind == "price" else str
-    alone = [
-        n for n in comparable if all(isinstance(_sort_key(item_at(x, (n,))), want) for x in items)
-    ]
+    alone = [n for n in comparable if fits(n)]
     return (alone[0],) if len(alone) == 1 else None
 
 
