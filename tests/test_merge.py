@@ -483,6 +483,11 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     argv += ["--records", str(tmp_path / "top"), "--replace-records"]
     assert main(argv, out=io.StringIO(), err=io.StringIO()) == 0
     assert len(list(read_records(tmp_path / "top"))) == kept
+    # ... and the top-up's records never go into a shard's own directory
+    err = io.StringIO()
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    assert main([*argv, "--records", str(tmp_path / "s2")], out=io.StringIO(), err=err) == 2
+    assert "is one of the --top-up-shards directories" in err.getvalue()
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)

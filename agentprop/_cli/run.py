@@ -10,6 +10,7 @@ import secrets
 import signal
 import sys
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
@@ -277,6 +278,13 @@ def check_records_args(args: argparse.Namespace) -> None:
         raise InputError(
             "--replace-records replaces the records of --records DIR, and no --records was given",
             fix="add --records DIR, or drop --replace-records",
+        )
+    shards = [Path(d).resolve() for d in getattr(args, "top_up_shards", None) or []]
+    if args.records and Path(args.records).resolve() in shards:
+        raise InputError(
+            f"--records {args.records} is one of the --top-up-shards directories: the top-up's "
+            "records would be mixed with that shard's (or, with --replace-records, delete them)",
+            fix="give the top-up its own --records directory",
         )
     earlier = earlier_records(args.records) if args.records else []
     if earlier and not args.replace_records:
