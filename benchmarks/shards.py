@@ -192,7 +192,9 @@ def time_merge(dirs: list[Path], env: dict[str, str], out: Path) -> float:
         check=False,
     )
     elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
+    # the synthetic shards hold records only (no report.json: "did not finish"), so the merge
+    # says INCOMPLETE and exits 3; what is timed is reading and deciding their records
+    if proc.returncode not in (0, 1, 3) or "merged the records of" not in proc.stdout:
         raise SystemExit(
             f"agentprop merge exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}"
         )
