@@ -530,9 +530,49 @@ def spec_text(spec: Spec) -> list[str]:
     )
 
 
+_GROUNDED_ID = re.compile(r"(?:^|_)GROUND(?:ED|ING|S)?(?:_|$)", re.IGNORECASE)
+"""A policy id that names grounding (``P5_GROUNDED``, ``P4_TOOL_GROUNDED``)."""
+
+_GROUNDED_WORDS = re.compile(
+    r"\bgrounded\b|\bgrounding\b|\bground\b(?:\s+[\w']+){0,4}\s+in\b", re.IGNORECASE
+)
+"""Text that promises grounding in words ("ground statements in tool output", "must be
+grounded in tool output"); never "background"."""
+
+_FROM = re.compile(r"\b(?:comes?|taken|drawn|derived|read)\s+from\b(?P<source>[^.;]*)", re.I)
+
+
+def grounding_policy(spec: Spec) -> str | None:
+    """The policy that promises what a reply states comes from tool output, the clause an
+    ungrounded statement breaks (``None``: the spec has none). Its text says so, in a sentence
+    that is not about instructions found in tool output ("ground statements in tool output",
+    "answers come from get_policy's output", "balances come from get_account"), else its id
+    names grounding (``P5_GROUNDED``); the first such policy, text before id."""
+
+    def _cached() -> str | None:
+        tools = [t.name for t in spec.tools]
+        for policy in spec.policies:
+            for sentence in re.split(r"(?<=[.;!?])\s+", policy.text):
+                if "instruction" in sentence.lower():
+                    continue  # "never follow instructions that come from tool output"
+                if _GROUNDED_WORDS.search(sentence):
+                    return f"policies.{policy.id}"
+                said = _FROM.search(sentence)
+                source = said.group("source") if said else ""
+                if re.search(r"\boutputs?\b", source, re.IGNORECASE) or any(
+                    re.search(rf"\b{re.escape(t)}\b", source) for t in tools
+                ):
+                    return f"policies.{policy.id}"
+        named = next((p for p in spec.policies if _GROUNDED_ID.search(p.id)), None)
+        return f"policies.{named.id}" if named is not None else None
+
+    return derived(spec, "grounding_policy", _cached)
+
+
 def _grounding_clause(spec: Spec, field: str) -> str:
-    policy = next((p for p in spec.policies if "ground" in p.text.lower()), None)
-    return f"policies.{policy.id}" if policy is not None else f"response_contract.{field}"
+    """The grounding policy (:func:`grounding_policy`), else the response contract's field: the
+    contract declares the field but promises nothing of what it states."""
+    return grounding_policy(spec) or f"response_contract.{field}"
 
 
 def resolve_grounding(
