@@ -21,8 +21,13 @@ For every fault, in this one process, with the entry points ``agentprop run`` us
 A fault is *found* when the run reports a bug (a case failed). A reproducer is *minimal* when
 the shrunk input holds the trigger, every choice it kept is needed for the trigger (dropping
 any one loses it), it kept no world change the trigger does not need, and its fresh runs still
-fail with the bug's signature. Then the clean agents run every case of the default run on
-``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm; the
+fail with the bug's signature. In the blind zoo (no trigger to read) a shrunk bug the clean agent
+fails too is the base agent's bug, found beside the fault's: its reproducer is judged against the
+clean agent (which must fail it and pass it without any one kept choice), the fault's own against
+the faulted agent; the minimal rate is over every shrunk bug, each judged against the agent that
+has it, and each side is also reported alone. Then the clean agents run every case of the
+default run on ``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm
+unless a blind adjudication judged it an agent error (benchmarks/_adjudication); the
 baseline's cases are those runs' cases minus EXPLORE (same seed, same inputs, same verdicts).
 
 The canary-probe and forbidden-scope faults are reached by PROBE cases (requests that ask for
@@ -32,7 +37,9 @@ a planted field by name or by meaning, or invite a forbidden action).
 "shrink_runs_per_bug", "runs_total", ...}``; the blind zoo adds ``blind_X`` for X in
 :data:`BLIND_KEYS` (``blind_faults``, ``blind_found_rate``, ``blind_missed_unreached`` and
 ``blind_missed_masked``: missed faults whose run failed no case the clean agent passes, or
-some; ``blind_false_alarms``, ``blind_minimal_rate``, ``blind_shrink_runs_per_bug``, ...),
+some; ``blind_false_alarms``, ``blind_minimal_rate``, ``blind_own_minimal_rate``,
+``blind_base_minimal_rate``, ``blind_base_bugs``, ``blind_base_bugs_adjudicated_agent_errors``,
+``blind_shrink_runs_per_bug``, ...),
 ``blind_zoo`` (freeze hash, author) and ``blind`` (the whole summary; per fault
 ``entries[].fault_only_cases``: 0 never reached, more reached but masked, null not measured).
 Targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per
@@ -69,7 +76,12 @@ from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
-from benchmarks._support.adjudicated import Adjudications, Failure, failure_of  # noqa: E402
+from benchmarks._support.adjudicated import (  # noqa: E402
+    AGENT_ERROR,
+    Adjudications,
+    Failure,
+    failure_of,
+)
 
 DEFAULT_KINDS = KINDS
 BASELINE_KINDS = ("mft", "boundary", "dir", "inv")
@@ -451,6 +463,7 @@ class RunOutcome:
     shrink_runs: int
     """Agent runs the shrinker started, verification included."""
     seconds: float
+    seed: int = 0
 
     def runs_of(self, kinds: Sequence[str]) -> int:
         return sum(c.runs for c in self.report.cases if c.kind in kinds)
@@ -546,7 +559,7 @@ def run_project(
 
     report, shrinks, shrink_runs = asyncio.run(go())
     return RunOutcome(
-        report, shrinks, budget.snapshot().runs, shrink_runs, time.perf_counter() - started
+        report, shrinks, budget.snapshot().runs, shrink_runs, time.perf_counter() - started, seed
     )
 
 
@@ -563,6 +576,11 @@ class Judgement:
     own: bool = True
     """The fault's bug (blind zoo: the clean agent passes its reproducer; an unshrunk bug has
     none to check and does not count)."""
+    base: bool = False
+    """Blind zoo: the base agent's bug (the clean agent fails its reproducer too), judged
+    against the clean agent."""
+    adjudicated: str | None = None
+    """Blind zoo, a base agent's bug: what a blind adjudication said of its failing cases."""
 
 
 def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
@@ -805,12 +823,30 @@ def _fails(project: Project, agent: Any, scenario: Scenario) -> bool:
     return result.verdict in FAILING
 
 
-def judge_blind(fault: BlindFault, project: Project, outcome: RunOutcome) -> list[Judgement]:
-    """The pack zoo's judgement without the trigger: a reproducer is minimal when the clean
-    agent passes it (the failure is the fault's), it kept no world change, and dropping any one
-    of its kept choices makes the faulted agent pass (every kept choice is needed)."""
+def judge_blind(
+    fault: BlindFault,
+    project: Project,
+    outcome: RunOutcome,
+    adjudications: Adjudications | None = None,
+) -> list[Judgement]:
+    """The pack zoo's judgement without the trigger, each bug against the agent that has it.
+
+    A shrunk bug whose reproducer the clean agent passes is the fault's; one the clean agent
+    fails too is the base agent's (a bug of the zoo's agent itself, found beside the fault's).
+    Its reproducer is minimal when it kept no world change and dropping any one of its kept
+    choices makes that agent (faulted or clean) pass: every kept choice is needed. A base
+    agent's bug also says whether a blind adjudication judged its failing case (same spec,
+    seed, case id, turns and clause, in the clean run's world) an agent error."""
     faulted = load_agent(fault.agent, project.base_dir, {fault.knob: fault.rate})
     clean = load_agent(fault.agent, project.base_dir, {})
+    if (
+        adjudications is not None
+        and project.bindings.world != blind_project(fault.example, {}).bindings.world
+    ):
+        adjudications = None  # another world: the clean run's adjudicated inputs are not these
+        unmatched = "not matched: the fault's world differs from the clean run's"
+    else:
+        unmatched = "not looked up"
     out: list[Judgement] = []
     for bug in outcome.bugs:
         shrunk = outcome.shrink_of(bug)
@@ -832,54 +868,79 @@ def judge_blind(fault: BlindFault, project: Project, outcome: RunOutcome) -> lis
         text = " | ".join(rep.messages) + (
             f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else ""
         )
-        if _fails(project, clean, rep):
-            out.append(
-                Judgement(
-                    bug.id,
-                    False,
-                    keeps,
-                    "a false alarm: the clean agent fails the reproducer too",
-                    text,
-                    own=False,
-                )
+        base = _fails(project, clean, rep)
+        agent, whose = (clean, "the clean") if base else (faulted, "the faulted")
+        judged = _judge_minimal(project, agent, whose, outcome, bug, shrunk)
+        out.append(
+            Judgement(
+                bug.id,
+                judged[0],
+                keeps,
+                judged[1],
+                text,
+                own=not base,
+                base=base,
+                adjudicated=(
+                    (
+                        _adjudicated(fault.example, outcome, bug, adjudications)
+                        if adjudications
+                        else unmatched
+                    )
+                    if base
+                    else None
+                ),
             )
-            continue
-        if shrunk.world_kept:
-            out.append(
-                Judgement(
-                    bug.id,
-                    False,
-                    keeps,
-                    f"kept world changes: {', '.join(shrunk.world_kept)}",
-                    text,
-                )
-            )
-            continue
-        if shrunk.reproducer_choices is None:
-            out.append(Judgement(bug.id, True, keeps, "the scenario's own input fails", text))
-            continue
-        kept = Choices.model_validate(shrunk.reproducer_choices)
-        explored = outcome.report._explored.get(bug.representative or "")
-        space = (
-            explored.space
-            if explored is not None
-            else ChoiceSpace(project, project.scenario(shrunk.scenario))
         )
-        units = choice_units(kept)
-        spare = [
-            u
-            for u in units
-            if _fails(project, faulted, space.render(keep_only(kept, [v for v in units if v != u])))
-        ]
-        if spare:
-            out.append(
-                Judgement(
-                    bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed to fail", text
-                )
-            )
-            continue
-        out.append(Judgement(bug.id, True, keeps, "minimal", text))
     return out
+
+
+def _judge_minimal(
+    project: Project, agent: Any, whose: str, outcome: RunOutcome, bug: Any, shrunk: ShrinkReport
+) -> tuple[bool, str]:
+    """Whether the reproducer is minimal for ``agent`` (the one that fails it), and why."""
+    if shrunk.world_kept:
+        return False, f"kept world changes: {', '.join(shrunk.world_kept)}"
+    if shrunk.reproducer_choices is None:
+        return True, f"the scenario's own input fails {whose} agent"
+    kept = Choices.model_validate(shrunk.reproducer_choices)
+    explored = outcome.report._explored.get(bug.representative or "")
+    space = (
+        explored.space
+        if explored is not None
+        else ChoiceSpace(project, project.scenario(shrunk.scenario))
+    )
+    units = choice_units(kept)
+    spare = [
+        u
+        for u in units
+        if _fails(project, agent, space.render(keep_only(kept, [v for v in units if v != u])))
+    ]
+    if spare:
+        return False, f"{len(spare)} kept choice(s) not needed for {whose} agent to fail"
+    return True, f"minimal: {whose} agent fails it, and passes without any one kept choice"
+
+
+def _adjudicated(folder: str, outcome: RunOutcome, bug: Any, adjudications: Adjudications) -> str:
+    """What blind adjudications said of a base agent's bug's failing cases: ``agent error``
+    when one of them was judged so and no adjudicator doubted any, the doubt when one did, else
+    ``not adjudicated``."""
+    cases = {c.id: c for c in outcome.report.cases}
+    given = [
+        v
+        for c in (cases[i] for i in bug.cases if i in cases)
+        if (
+            v := adjudications.verdict(
+                failure_of(folder, outcome.seed, c.id, c.messages, (f.clause for f in c.failures))
+            )
+        )
+        is not None
+    ]
+    doubted = [v for v in given if v.verdict != AGENT_ERROR]
+    if doubted:
+        return f"{doubted[0].verdict} ({doubted[0].source})"
+    if given:
+        return f"agent error ({given[0].source})"
+    return "not adjudicated"
 
 
 def run_blind_fault(fault: BlindFault) -> FaultResult:
@@ -887,12 +948,13 @@ def run_blind_fault(fault: BlindFault) -> FaultResult:
     knobs = {fault.knob: fault.rate}
     default = run_project(project, fault.agent, knobs, explore=True)
     baseline = run_project(blind_project(fault), fault.agent, knobs, explore=False)
+    judged = Adjudications.load()
     result = FaultResult(
         fault,
         default,
         baseline,
-        judge_blind(fault, project, default),
-        judge_blind(fault, project, baseline),
+        judge_blind(fault, project, default, judged),
+        judge_blind(fault, project, baseline, judged),
     )
     if not result.found:
         result.fault_only = fault_only_cases(fault, project, default)
@@ -934,6 +996,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         ]
         judged = [j for j in every if j.shrunk]
         good = sum(j.minimal and j.keeps_signature for j in judged)
+        base = [j for j in judged if j.base]
         bugs = sum(len(o.bugs) for o in outcomes)
         shrunk = sum(sum(1 for b in o.bugs if b.shrink_runs) for o in outcomes)
         shrink_runs = sum(o.shrink_runs for o in outcomes)
@@ -943,6 +1006,11 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             "bugs": bugs,
             "minimal": good,
             "judged": len(judged),
+            "own_minimal": good - sum(j.minimal and j.keeps_signature for j in base),
+            "own_judged": len(judged) - len(base),
+            "base_minimal": sum(j.minimal and j.keeps_signature for j in base),
+            "base_judged": len(base),
+            "base_agent_errors": sum((j.adjudicated or "").startswith("agent error") for j in base),
             "shrink_runs": shrink_runs,
             "verification_runs": sum(
                 sh.reproducer_rate.runs
@@ -979,6 +1047,10 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         "missed_masked": sum(bool(r.fault_only) for r in results),
         "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
         "baseline_minimal_rate": b["minimal"] / b["judged"] if b["judged"] else 0.0,
+        "own_minimal_rate": d["own_minimal"] / d["own_judged"] if d["own_judged"] else None,
+        "base_minimal_rate": d["base_minimal"] / d["base_judged"] if d["base_judged"] else None,
+        "base_bugs": d["base_judged"],
+        "base_bugs_adjudicated_agent_errors": d["base_agent_errors"],
         "shrink_runs_per_bug": d["shrink_runs"] / d["shrunk"] if d["shrunk"] else 0.0,
         "baseline_shrink_runs_per_bug": b["shrink_runs"] / b["shrunk"] if b["shrunk"] else 0.0,
         "runs_total": d["runs_total"] + b["runs_total"] + sum(c.runs for c in clean),
@@ -1002,6 +1074,8 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                         "keeps_signature": j.keeps_signature,
                         "why": j.why,
                         "reproducer": j.reproducer,
+                        "whose": "base agent" if j.base else "fault" if j.own else None,
+                        "adjudicated": j.adjudicated,
                     }
                     for j in r.judged
                 ],
@@ -1017,6 +1091,15 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
     }
 
 
+def _verdict(j: Judgement) -> str:
+    """A judgement in words: whose bug, and whether its reproducer is minimal."""
+    whose = "the base agent's bug, " if j.base else ""
+    if j.minimal and j.keeps_signature:
+        return f"{whose}minimal"
+    why = j.why if not j.minimal else "its fresh runs lost the bug's signature"
+    return f"{whose}NOT minimal: {why}"
+
+
 def render(
     summary: dict[str, Any], results: list[FaultResult], clean_label: str = "3 examples x seeds"
 ) -> str:
@@ -1029,18 +1112,15 @@ def render(
         f = r.fault
         found = "found" if r.found else "missed"
         base = "found" if r.found_by_baseline else "missed"
-        shown = [j for j in r.judged if j.shrunk] or r.judged
+        shrunk = [j for j in r.judged if j.shrunk]
+        shown = [j for j in shrunk if not j.base] or shrunk or r.judged
         first = shown[0] if shown else None
-        minimal = first is not None and first.minimal and first.keeps_signature
-        rep = (
-            f"{'minimal' if minimal else 'NOT minimal: ' + first.why}: {first.reproducer}"
-            if first
-            else ""
-        )
+        rep = f"{_verdict(first)}: {first.reproducer}" if first else ""
         rest = [j for j in r.judged if j is not first]
         more = (
             f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} "
-            f"minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)"
+            f"minimal, {sum(j.base for j in rest)} the base agent's, "
+            f"{sum(not j.shrunk for j in rest)} only INV/DIR)"
             if rest
             else ""
         )
@@ -1074,6 +1154,21 @@ def render(
         f"{summary['clean_runs']:>26} {'':>8}",
         f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} "
         f"{_rate(b['minimal'], b['judged']):>26} {'':>8}",
+        *(
+            [
+                "  fault's own bugs (faulted agent)".ljust(36) + " "
+                f"{_rate(d['own_minimal'], d['own_judged']):>22} "
+                f"{_rate(b['own_minimal'], b['own_judged']):>26} {'':>8}",
+                "  base agent's bugs (clean agent)".ljust(36) + " "
+                f"{_rate(d['base_minimal'], d['base_judged']):>22} "
+                f"{_rate(b['base_minimal'], b['base_judged']):>26} {'':>8}",
+                f"{'    adjudicated agent errors':<36} "
+                f"{_rate(d['base_agent_errors'], d['base_judged']):>22} "
+                f"{_rate(b['base_agent_errors'], b['base_judged']):>26} {'':>8}",
+            ]
+            if d["base_judged"] or b["base_judged"]
+            else []
+        ),
         f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} "
         f"{b['unshrinkable']:>26} {'':>8}",
         f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} "
@@ -1091,8 +1186,9 @@ def render(
         f"{(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
         f"{'seconds (fault runs)':<36} {d['seconds']:>22.0f} {b['seconds']:>26.0f} {'':>8}",
         f"runs in all, clean runs included: {summary['runs_total']}",
-        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per "
-        "distinct bug <= 60: "
+        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9 (over every "
+        "shrunk bug, each judged against the agent that has it), shrink runs per distinct bug "
+        "<= 60: "
         + ", ".join(
             f"{name} {'met' if ok else 'NOT MET'}"
             for name, ok in (
@@ -1131,6 +1227,10 @@ BLIND_KEYS = (
     "clean_unadjudicated",
     "clean_runs",
     "minimal_rate",
+    "own_minimal_rate",
+    "base_minimal_rate",
+    "base_bugs",
+    "base_bugs_adjudicated_agent_errors",
     "shrink_runs_per_bug",
     "runs_total",
 )

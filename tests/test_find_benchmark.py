@@ -11,6 +11,7 @@ from types import ModuleType
 import pytest
 
 import agentprop
+from benchmarks._support.adjudicated import Adjudications, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,3 +157,77 @@ def test_a_missed_faults_cases_are_counted_against_the_clean_agent(find: ModuleT
     assert failing and find.fault_only_cases(fault, project, faulted) == len(failing)
     clean = find.run_project(project, fault.agent, {}, explore=True, seed=0, case=case)
     assert find.fault_only_cases(fault, project, clean) == 0
+
+
+BASE_BUG_AGENT = '''
+from pathlib import Path
+
+from agentprop._scenario.build import load_object
+
+SupportOpsAgent = load_object("agent:SupportOpsAgent", Path({example!r}))
+
+
+class BaseBuggy(SupportOpsAgent):
+    """A base agent with a bug of its own: it skips verify_identity when hurried."""
+
+    def __init__(self, faults=None):
+        super().__init__({{"skip_auth_impatient": 1.0, **(faults or {{}})}})
+'''
+
+
+def test_a_bug_the_clean_agent_shares_is_the_base_agents_judged_against_it(
+    find: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blind fault's run finds the fault's bug and one of the base agent's (the clean agent
+    fails it too): both count, each judged minimal against the agent that has it, in its own
+    row; the base agent's bug shows its blind adjudication. Was: "a false alarm", not minimal."""
+    example = ROOT / "examples" / "supportops"
+    (tmp_path / "base_bug.py").write_text(
+        BASE_BUG_AGENT.format(example=str(example)), encoding="utf-8"
+    )
+    monkeypatch.setattr(find, "BLIND_ZOO", ROOT / "examples")  # the clean run's world
+    project = agentprop.load_project(example)
+    fault = find.BlindFault(
+        "supportops", f"{tmp_path / 'base_bug.py'}:BaseBuggy", "casual_skips_confirm", "x"
+    )
+    case = "END_CANCELLED<-N7_CANCEL"
+    outcome = find.run_project(project, fault.agent, {fault.knob: 1.0}, explore=True, case=case)
+    clean = agentprop.load_agent(fault.agent, project.base_dir, {})
+    cases = {c.id: c for c in outcome.report.cases}
+    shared = next(
+        b
+        for b in outcome.bugs
+        if find._fails(project, clean, outcome.shrink_of(b).reproducer)  # the base agent's
+    )
+    failing = cases[shared.cases[0]]
+    verdict = Verdict("agent_error", "skips auth when hurried", "judged.json")
+    clause = next(f.clause for f in failing.failures if f.clause)
+    judged = Adjudications(
+        {("supportops", 0, failing.id, tuple(failing.messages)): [(clause, verdict)]},
+        ["judged.json"],
+    )
+    verdicts = find.judge_blind(fault, project, outcome, judged)
+    assert len(verdicts) == len(outcome.bugs) == 2
+    base = [j for j in verdicts if j.base]
+    own = [j for j in verdicts if j.own]
+    assert [j.bug for j in base] == [shared.id] and len(own) == 1
+    assert all(j.minimal and j.keeps_signature for j in verdicts)
+    assert "clean agent fails it" in base[0].why and "faulted agent fails it" in own[0].why
+    assert base[0].adjudicated == "agent error (judged.json)" and own[0].adjudicated is None
+
+    result = find.FaultResult(fault, outcome, outcome, verdicts, verdicts)
+    summary = find.summarise([result], [])
+    d = summary["default"]
+    assert (d["minimal"], d["judged"]) == (2, 2)  # every shrunk bug, none dropped
+    assert (d["own_minimal"], d["own_judged"], d["base_minimal"], d["base_judged"]) == (1, 1, 1, 1)
+    assert summary["minimal_rate"] == summary["own_minimal_rate"] == 1.0
+    assert summary["base_minimal_rate"] == 1.0
+    assert summary["base_bugs_adjudicated_agent_errors"] == 1
+    assert result.found
+    text = find.render(summary, [result])
+    rows = {line[:36].strip(): line[36:].split() for line in text.splitlines()}
+    assert rows["fault's own bugs (faulted agent)"][:2] == ["1/1", "(1.00)"]
+    assert rows["base agent's bugs (clean agent)"][:2] == ["1/1", "(1.00)"]
+    assert rows["adjudicated agent errors"][:2] == ["1/1", "(1.00)"]
+    assert "false alarm: the clean agent" not in text
+    assert "each judged against the agent that has it" in text
