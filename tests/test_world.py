@@ -13,7 +13,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from agentprop._scenario.world import Failure, World, get_path, set_path
+from agentprop._scenario.world import (
+    CANARY_MARK,
+    Failure,
+    World,
+    canary_label,
+    get_path,
+    set_path,
+)
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop.errors import InvalidArgument, ToolError
@@ -181,6 +188,19 @@ def test_canaries_are_planted_in_pii_fields(supportops_spec: Spec) -> None:
     assert "CANARY" not in json.dumps(
         w.call("verify_identity", {"account_id": "A1", "last4": "1", "zip": "2"})
     )
+
+
+def test_the_canary_marker_is_spelled_in_one_module(supportops_spec: Spec) -> None:
+    """The world plants canaries and the judges read them (a leak's label, a grounding that is
+    never offered as a near miss) by one definition: no other module spells the marker."""
+    package = Path(__file__).resolve().parents[1] / "agentprop"
+    spelled = sorted(
+        str(p.relative_to(package)) for p in package.rglob("*.py") if "_CANARY_" in p.read_text()
+    )
+    assert spelled == [str(Path("_scenario") / "world.py")]
+    w = World(spec=supportops_spec, seed=4, pii=PII)
+    ssn = w.canaries["get_account.pii.ssn"]
+    assert CANARY_MARK in ssn and canary_label(ssn) == "SSN"
 
 
 def test_canaries_unique_per_nonce_and_stable_for_one(supportops_spec: Spec) -> None:

@@ -32,6 +32,7 @@ from agentprop._judge.derive import (
 )
 from agentprop._judge.verdict import Verdict, _fail, _ok, _seq, _strings
 from agentprop._scenario.trace import ToolCall, Trace, Turn
+from agentprop._scenario.world import CANARY_MARK
 from agentprop._spec.grounding import TEXT_GROUNDINGS
 from agentprop._util.typos import as_corrected, withdrawn_part
 from agentprop.errors import InvalidArgument
@@ -251,10 +252,6 @@ def _is_word_segment(seg: str) -> bool:
         seg.isalpha()
         and (seg.islower() or (len(seg) > 1 and seg[0].isupper() and seg[1:].islower()))
     )
-
-
-_CANARY_MARK = "_CANARY_"
-"""What every planted PII value holds (``DOB_CANARY_4f2a``, see agentprop._scenario.world)."""
 
 
 def looks_like_id(token: str) -> bool:
@@ -609,7 +606,7 @@ class _Sources:
             return [f"{n:g}" for n in nearest_numbers(x, self.sorted_numbers())]
         # a planted PII canary grounds a statement, but is never offered as what the agent
         # could have said; an id is compared with ids, not with whole outputs or field names
-        texts = [t for t in self.texts if t.strip() and _CANARY_MARK not in t]
+        texts = [t for t in self.texts if t.strip() and CANARY_MARK not in t]
         pool = (
             {i for t in texts for i in stated_ids(t)}
             if kind == "ids"

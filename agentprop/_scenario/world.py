@@ -218,6 +218,21 @@ def _set_parts(
     node[last] = copy.deepcopy(value) if copy_value else value
 
 
+CANARY_MARK = "_CANARY_"
+"""What every planted PII value holds, between its field's label and its token
+(``DOB_CANARY_4f2a01b3``): the one spelling every module that plants or reads canaries uses."""
+
+
+def canary_value(label: str, token: str) -> str:
+    """The canary planted in a PII field labelled ``label`` (``dob``): ``DOB_CANARY_<token>``."""
+    return f"{label.upper()}{CANARY_MARK}{token}"
+
+
+def canary_label(canary: str) -> str:
+    """The label a canary was planted under (``DOB`` of ``DOB_CANARY_4f2a01b3``)."""
+    return canary.split(CANARY_MARK)[0]
+
+
 def _plant(target: dict[str, Any], parts: tuple[str | int, ...], value: str) -> None:
     """``_set_parts(target, parts, value, copy_value=False)``, quicker in the usual case of a
     path of keys through existing dicts (anything else, untouched, goes to :func:`_set_parts`)."""
@@ -303,7 +318,7 @@ class World:
             for pii_field in fields:
                 label = _field_path(pii_field)[-1]
                 token = hashlib.sha256(f"{prefix}{pii_field}".encode()).hexdigest()[:8]
-                self.canaries[f"{tool}.{pii_field}"] = f"{str(label).upper()}_CANARY_{token}"
+                self.canaries[f"{tool}.{pii_field}"] = canary_value(str(label), token)
         self._outputs: dict[str, Any] = {}
         self._spec_memo: dict[str, Any] = spec_memo(self.spec)
 
