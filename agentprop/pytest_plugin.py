@@ -337,35 +337,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _check_records_dir(config: pytest.Config) -> None:
-    """``--agentprop-records DIR`` may not hold an earlier session's records (appended to, the
-    two sessions would read as one, and `agentprop merge` would count both) unless
-    ``--agentprop-replace-records`` says to delete them, which it does here."""
+    """``--agentprop-records DIR`` may not hold an earlier session's records unless
+    ``--agentprop-replace-records`` says to delete them, which it does here: the CLI's check
+    (:func:`agentprop._decide.records.check_records_dir`), with this plugin's option names."""
     where = _opt(config, "--agentprop-records")
-    if _opt(config, "--agentprop-replace-records") and not where:
-        raise pytest.UsageError(
-            "--agentprop-replace-records replaces the records of --agentprop-records DIR, and no "
-            "--agentprop-records was given; add it, or drop --agentprop-replace-records"
-        )
-    if not where:
+    replace = bool(_opt(config, "--agentprop-replace-records"))
+    if not where and not replace:
         return  # and import nothing: a session that does not use agentprop stays light
-    from agentprop._decide.records import earlier_records
+    from agentprop._decide.records import RecordsOptions, check_records_dir, delete_records
 
-    earlier = earlier_records(where)
-    if earlier and not _opt(config, "--agentprop-replace-records"):
-        raise pytest.UsageError(
-            f"--agentprop-records {where}: the directory holds the records of an earlier run "
-            f"({', '.join(p.name for p in earlier)}); this session's would be added to them, and "
-            "`agentprop merge` would count both; give an empty or new directory, or pass "
-            "--agentprop-replace-records to delete those files first"
-        )
-    for path in earlier:
-        try:
-            path.unlink()
-        except OSError as exc:
-            raise pytest.UsageError(
-                f"--agentprop-replace-records: cannot delete {path} ({exc.strerror or exc}); "
-                "make it writable, or give --agentprop-records an empty or new directory"
-            ) from None
+    options = RecordsOptions("--agentprop-records", "--agentprop-replace-records", "session")
+    try:
+        delete_records(check_records_dir(where, replace=replace, options=options), options)
+    except InputError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _configured(config: pytest.Config) -> bool:

@@ -29,6 +29,7 @@ from agentprop._decide.records import (
 )
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import RunError, Trace
+from agentprop.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -291,6 +292,56 @@ def test_the_files_of_processes_sharing_a_directory_read_as_one(tmp_path: Path) 
         )
     # a reader of one file sees that process's numbers, as it wrote them
     assert {r.decision for r in read_records(tmp_path / "trials-gw1.jsonl")} == {1, 2}
+
+
+class _Config:
+    """What the pytest plugin reads of a session's config: its options."""
+
+    def __init__(self, options: dict[str, object]) -> None:
+        self.options = options
+
+    def getoption(self, name: str) -> object:
+        return self.options.get(name)
+
+
+def test_the_cli_and_the_pytest_plugin_check_a_records_dir_by_one_rule(tmp_path: Path) -> None:
+    """``agentprop run --records`` and ``pytest --agentprop-records`` refuse the same
+    directories in the same words, each naming its own options: one check, not two that
+    drift apart (the plugin's said less, in another shape)."""
+    import argparse
+
+    from agentprop import pytest_plugin
+    from agentprop._cli.run import check_records_args
+
+    used = tmp_path / "records"
+    used.mkdir()
+    (used / RECORDS_FILE).write_text("{}\n")
+
+    def plugin_says(records: str | None, replace: bool) -> str:
+        options = {"--agentprop-records": records, "--agentprop-replace-records": replace}
+        with pytest.raises(pytest.UsageError) as refused:
+            pytest_plugin._check_records_dir(_Config(options))  # type: ignore[arg-type]
+        return str(refused.value)
+
+    def cli_says(records: str | None, replace: bool) -> str:
+        args = argparse.Namespace(records=records, replace_records=replace, top_up_shards=None)
+        with pytest.raises(InputError) as refused:
+            check_records_args(args)
+        return (
+            str(refused.value)
+            .replace("--replace-records", "--agentprop-replace-records")
+            .replace("--records", "--agentprop-records")
+            .replace("this run's", "this session's")
+        )
+
+    for records, replace in ((str(used), False), (None, True)):
+        assert plugin_says(records, replace) == cli_says(records, replace)
+    assert "fix: give an empty or new directory" in plugin_says(str(used), False)
+    # replaced: the earlier records are deleted, and nothing else
+    (used / "notes.txt").write_text("mine")
+    options = {"--agentprop-records": str(used), "--agentprop-replace-records": True}
+    pytest_plugin._check_records_dir(_Config(options))  # type: ignore[arg-type]
+    assert sorted(p.name for p in used.iterdir()) == ["notes.txt"]
 
 
 def test_a_records_dir_holding_an_earlier_run_is_refused_or_replaced(tmp_path: Path) -> None:

@@ -271,14 +271,10 @@ def explore_seed(args: argparse.Namespace) -> int:
 
 def check_records_args(args: argparse.Namespace) -> None:
     """``--records DIR`` may not hold an earlier run's records (appended to, the two runs would
-    read as one) unless ``--replace-records`` says to delete them; checked before any work."""
-    from agentprop._decide.records import earlier_records
+    read as one) unless ``--replace-records`` says to delete them, nor be a directory of
+    ``--top-up-shards``; checked before any work (the plugin checks its own options alike)."""
+    from agentprop._decide.records import check_records_dir
 
-    if args.replace_records and not args.records:
-        raise InputError(
-            "--replace-records replaces the records of --records DIR, and no --records was given",
-            fix="add --records DIR, or drop --replace-records",
-        )
     shards = [Path(d).resolve() for d in getattr(args, "top_up_shards", None) or []]
     if args.records and Path(args.records).resolve() in shards:
         raise InputError(
@@ -286,27 +282,18 @@ def check_records_args(args: argparse.Namespace) -> None:
             "records would be mixed with that shard's (or, with --replace-records, delete them)",
             fix="give the top-up its own --records directory",
         )
-    earlier = earlier_records(args.records) if args.records else []
-    if earlier and not args.replace_records:
-        raise InputError(
-            f"--records {args.records}: the directory holds the records of an earlier run "
-            f"({', '.join(p.name for p in earlier)}); this run's would be added to them, and "
-            "`agentprop merge` would count both runs",
-            fix="give an empty or new directory, or pass --replace-records to delete those "
-            "files first",
-        )
+    check_records_dir(args.records, replace=args.replace_records)
 
 
 def open_records(directory: str, *, replace: bool = False) -> Recorder:
     """The recorder of ``--records DIR`` (created if missing), after deleting the records an
     earlier run left there if ``replace`` (``--replace-records``); a directory that cannot be
     written is an input error."""
-    from agentprop._decide.records import Recorder, earlier_records
+    from agentprop._decide.records import Recorder, delete_records, earlier_records
 
+    if replace:
+        delete_records(earlier_records(directory))
     try:
-        if replace:
-            for path in earlier_records(directory):
-                path.unlink()
         return Recorder(directory)
     except OSError as exc:
         raise InputError(

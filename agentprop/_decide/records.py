@@ -25,6 +25,7 @@ from agentprop._decide.rule import OracleSettings, TrialRecord, decision_of
 from agentprop._judge.judges import JudgeCorrection
 from agentprop._scenario.trace import Trace
 from agentprop._stats.judged import JudgeAgreement
+from agentprop.errors import InputError
 
 __all__ = [
     "CHECKS_FILE",
@@ -462,6 +463,56 @@ def earlier_records(directory: str | Path) -> list[Path]:
     parts = (_part_file(RECORDS_FILE, "*"), _part_file(TRACES_FILE, "*"))
     found = {where / n for n in names} | {p for g in parts for p in where.glob(g)}
     return sorted(p for p in found if p.is_file())
+
+
+@dataclass(frozen=True)
+class RecordsOptions:
+    """How the records options are spelled where they were given (the CLI's ``--records``, the
+    pytest plugin's ``--agentprop-records``) and what records into them."""
+
+    records: str = "--records"
+    replace: str = "--replace-records"
+    who: str = "run"
+
+
+def check_records_dir(
+    directory: str | None, *, replace: bool, options: RecordsOptions = RecordsOptions()
+) -> list[Path]:
+    """The one check of a records directory, before any work: ``replace`` needs a directory,
+    and a directory holding an earlier run's records (appended to, the two runs would read as
+    one, and ``agentprop merge`` would count both) needs ``replace``. Returns those earlier
+    files (for :func:`delete_records`); an :class:`~agentprop.errors.InputError` otherwise."""
+    if replace and not directory:
+        raise InputError(
+            f"{options.replace} replaces the records of {options.records} DIR, and no "
+            f"{options.records} was given",
+            fix=f"add {options.records} DIR, or drop {options.replace}",
+        )
+    earlier = earlier_records(directory) if directory else []
+    if earlier and not replace:
+        raise InputError(
+            f"{options.records} {directory}: the directory holds the records of an earlier run "
+            f"({', '.join(p.name for p in earlier)}); this {options.who}'s would be added to "
+            "them, and `agentprop merge` would count both runs",
+            fix=f"give an empty or new directory, or pass {options.replace} to delete those "
+            "files first",
+        )
+    return earlier
+
+
+def delete_records(paths: Iterable[Path], options: RecordsOptions = RecordsOptions()) -> None:
+    """Delete an earlier run's records (what :func:`check_records_dir` returned), as
+    ``replace`` asked; a file that cannot be deleted is an input error naming it."""
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise InputError(
+                f"{options.replace}: cannot delete {path} ({exc.strerror or exc})",
+                fix=f"make it writable, or give {options.records} an empty or new directory",
+            ) from None
 
 
 def read_records(path: str | Path) -> Iterator[AnyRecord]:
