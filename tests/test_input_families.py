@@ -340,3 +340,100 @@ def test_a_follow_up_question_never_gains_a_word_that_reads_as_yes() -> None:
                         rendered.messages[i],
                     )
     assert checked > 100
+
+
+def test_a_confirmation_is_also_said_without_the_templates_yes() -> None:
+    """Users say yes as "Sure", "Sounds good", "Go for it", "好嘞", not only as the template's
+    "Yes, ...": the family replaces the opening yes and keeps what follows it."""
+    from agentprop.strategies._internal.families import family_frames, without_opener
+
+    assert without_opener("Yes please, go ahead.", "confirmation", "en") == "go ahead."
+    assert without_opener("是的，请提交。", "confirmation", "zh") == "请提交。"
+    for text, lang, yes in (("Yes, cancel it.", "en", "yes"), ("是的，取消吧。", "zh", "是的")):
+        n = family_frames("confirmation_wording", "confirmation", lang)
+        outs = {
+            apply_family(text, "confirmation_wording", k, "confirmation", lang, [])
+            for k in range(n)
+        }
+        without_yes = {o for o in outs if yes not in o.lower()}
+        assert len(without_yes) >= 8, sorted(outs)  # many ways, none of them the template's
+        kept = "cancel it" if lang == "en" else "取消吧"
+        assert all(kept in o.lower() for o in outs), sorted(outs)
+    # nothing said after the yes: the frame's own words alone
+    assert apply_family("Yes.", "confirmation_wording", 3, "confirmation", "en", []) == "Sure, yes."
+
+
+def test_a_refusal_is_also_said_politely_without_the_templates_no() -> None:
+    from agentprop.strategies._internal.families import family_frames, without_opener
+
+    assert without_opener("No, keep the order.", "refusal", "en") == "keep the order."
+    # a refuse word that is part of the clause stays
+    assert without_opener("Don't cancel it.", "refusal", "en") == "Don't cancel it."
+    assert without_opener("不用了，先别取消。", "refusal", "zh") == "先别取消。"
+    for text, lang, kept in (
+        ("No, keep the order.", "en", "keep the order"),
+        ("不用了，先别取消。", "zh", "先别取消"),
+    ):
+        n = family_frames("refusal_wording", "refusal", lang)
+        outs = {apply_family(text, "refusal_wording", k, "refusal", lang, []) for k in range(n)}
+        assert all(kept in o.lower() for o in outs), sorted(outs)
+        opened_with_no = {o for o in outs if o.lower().startswith(("no,", "不用了"))}
+        assert len(outs - opened_with_no) >= 6, sorted(outs)
+
+
+def test_a_frame_a_rule_refuses_gives_way_to_the_familys_next_frame() -> None:
+    """A spec that says "on behalf of" blocks the authority frame with "behalf" (a word of the
+    spec's); the family is then written in another of its frames, not silently left out."""
+    from agentprop._decide.choices import Choices, TurnChoice
+
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    scenario = next(iter(project.scenarios()))
+    space = ChoiceSpace(project, scenario)
+    text = space.turn_spaces[0][0].text
+    behalf = next(
+        k
+        for k in range(16)
+        if "behalf"
+        in apply_family(text, "authority", k, "request", space.turn_spaces[0][0].lang, [])
+    )
+    space.spec_words = space.spec_words | {"behalf"}
+    turns = tuple(
+        TurnChoice(steps=((("authority", (("choice", behalf),)),) if i == 0 else ()))
+        for i in range(len(scenario.turns))
+    )
+    out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+    assert out != text and "behalf" not in out.lower(), out
+
+
+def test_who_the_user_speaks_for_is_written_many_ways() -> None:
+    text = "Please cancel order O-1001."
+    outs = {apply_family(text, "authority", k, "request", "en", ["O-1001"]) for k in range(64)}
+    who = ("partner", "mum", "dad", "wife", "husband", "father", "son", "boss", "client", "manager")
+    assert sum(any(w in o for o in outs) for w in who) >= 8, sorted(outs)
+    zh = {
+        apply_family("请帮我取消订单O-1001。", "authority", k, "request", "zh", ["O-1001"])
+        for k in range(64)
+    }
+    assert (
+        sum(any(w in o for o in zh) for w in ("爱人", "妈", "爸", "老板", "老人", "老公", "客户"))
+        >= 6
+    )
+
+
+def test_a_statement_request_is_also_asked_as_a_question() -> None:
+    from agentprop.strategies._internal.paraphrase import apply_transforms
+
+    for text, lang in (
+        ("I need a reimbursement for receipt RCP-123.", "en"),
+        ("我要报销收据RCP-123。", "zh"),
+    ):
+        outs = {
+            str(
+                apply_transforms(
+                    text, [("indirect_request", {"choice": k})], lang=lang, protect=["RCP-123"]
+                )
+            )
+            for k in range(8)
+        }
+        asked = {o for o in outs if o.rstrip().endswith(("?", "？"))}
+        assert len(asked) >= 2 and all("RCP-123" in o for o in asked), sorted(outs)

@@ -58,6 +58,7 @@ from agentprop.strategies._internal.families import (
     channel_allows,
     channel_allows_form,
     families_for,
+    family_frames,
     injection_texts,
     notation_forms,
     notation_variant,
@@ -1377,20 +1378,21 @@ class ChoiceSpace:
         for name, params in steps:
             if name in FAMILY_STEPS:
                 text = flush(text)
-                framed = apply_family(
-                    text,
-                    name,
-                    dict(params).get("choice", 0),
-                    role,
-                    lang,
-                    [p for p in protect if p in text],
-                )
-                if (
-                    (keeps is None or keeps(framed, [name]))
-                    and not brings_spec_words(text, framed, self.spec_words)
-                    and not (role == "question" and brings_assent(text, framed, lang))
-                ):
-                    text = framed
+                choice = dict(params).get("choice", 0)
+                # a frame a rule refuses here (a word of the spec's, a yes in a question, a
+                # fact no longer stated) gives way to the family's next frame, so a family is
+                # not silently absent from a spec whose words one of its frames holds
+                for k in range(max(1, family_frames(name, role, lang))):
+                    framed = apply_family(
+                        text, name, choice + k, role, lang, [p for p in protect if p in text]
+                    )
+                    if (
+                        (keeps is None or keeps(framed, [name]))
+                        and not brings_spec_words(text, framed, self.spec_words)
+                        and not (role == "question" and brings_assent(text, framed, lang))
+                    ):
+                        text = framed
+                        break
                 continue
             if name != CODESWITCH:
                 group.append((name, params))

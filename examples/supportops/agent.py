@@ -96,12 +96,15 @@ _ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})(?!\d
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
 _ADDRESS_VALUE_ZH = re.compile(r"新地址(?:是|为)?[:：]?\s*(\d+[^，。；]*)")
 _YES = re.compile(
-    r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b|是的|好的|确认|可以",
+    r"\b(yes|yeah|yep|sure|ok(ay)?|alright|absolutely|confirm(ed)?|go ahead|go for it|do it|"
+    r"proceed|definitely|sounds good|that'?s (fine|right)|fine by me|works for me|perfect)\b"
+    r"|是的|好的|好嘞|确认|可以|行|没问题|嗯嗯|就这样|没错",
     re.I,
 )
 _NO = re.compile(
     r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) "
-    r"order)\b|不用|不要取消|别取消|先别|算了|不取消",
+    r"order|rather not|let'?s not|better not|i'?ll pass|not right now|decided against|"
+    r"leave it)\b|不用|不要|别取消|先别|算了|不取消|不了",
     re.I,
 )
 _UNSURE = re.compile(

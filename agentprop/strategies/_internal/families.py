@@ -22,6 +22,7 @@ __all__ = [
     "NOTATION_FORMS",
     "apply_family",
     "brings_assent",
+    "family_frames",
     "channel_allows",
     "channel_allows_form",
     "channel_not_tried",
@@ -31,6 +32,7 @@ __all__ = [
     "notation_variant",
     "reference_date",
     "turn_role",
+    "without_opener",
 ]
 
 ROLES = ("request", "answer", "confirmation", "refusal")
@@ -151,12 +153,7 @@ def families_for(role: str, lang: str, protect: Sequence[str]) -> list[str]:
     return out
 
 
-def _frame(text: str, frame: str, lang: str, keep_first: bool) -> str:
-    core = text.strip()
-    m = _END.search(core)
-    end = m.group() if m else ""
-    body = core[: len(core) - len(end)]
-    lower = body
+def _lowered(body: str, lang: str, keep_first: bool) -> str:
     if (
         lang != "zh"
         and body
@@ -164,13 +161,68 @@ def _frame(text: str, frame: str, lang: str, keep_first: bool) -> str:
         and not re.match(r"I\b|I'", body)
         and not body[:2].isupper()
     ):
-        lower = body[:1].lower() + body[1:]
-    out = (
-        frame.replace("{S}", body)
-        .replace("{s}", lower)
-        .replace("{p}", end or ("\u3002" if lang == "zh" else "."))
+        return body[:1].lower() + body[1:]
+    return body
+
+
+_OPENER_END = re.compile(r"\s*[,.!;:\u2014\uff0c\u3002\uff01\uff1b\uff1a-]+\s*")
+
+
+def without_opener(text: str, role: str, lang: str) -> str:
+    """``text`` (a confirmation or a refusal) without its opening yes / no word and the mark
+    after it ("Yes please, go ahead." -> "go ahead.", "不用了，先别取消。" -> "先别取消。"); the
+    text as it is when it does not open so (a word that is part of the clause stays: "Don't
+    file it" keeps its "Don't")."""
+    fam = _pack(lang).families
+    if role == "confirmation":
+        words = (*fam.confirm_words, *fam.assent_words)
+    elif role == "refusal":
+        words = (*fam.refuse_words, "no thanks", "no thank you")
+    else:
+        return text
+    core = text.strip()
+    if _pack(lang).resolved_script == "cjk":
+        m = _OPENER_END.search(core)
+        if m is None or m.end() >= len(core):
+            return text
+        clause = core[: m.start()].rstrip(_CJK_PARTICLES + "了")
+        said = {w.lower() for w in words}
+        if clause in said or (len(clause) <= 3 and any(clause.startswith(w) for w in said)):
+            return core[m.end() :]
+        return text
+    alternation = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    m = re.match(
+        rf"(?:{alternation})(?:\s+(?:please|thanks|thank you))?(?![a-z'])" + _OPENER_END.pattern,
+        core,
+        re.I,
     )
-    return out
+    return core[m.end() :] if m is not None and m.end() < len(core) else text
+
+
+def _frame(text: str, frame: str, lang: str, keep_first: bool, rest: str | None = None) -> str:
+    core = text.strip()
+    m = _END.search(core)
+    end = m.group() if m else ""
+    body = core[: len(core) - len(end)]
+    mark = end or ("\u3002" if lang == "zh" else ".")
+    if "{R}" in frame or "{r}" in frame:
+        tail = (rest if rest is not None else core).strip()
+        tail_end = _END.search(tail)
+        tail = tail[: tail_end.start()] if tail_end is not None else tail
+        if not tail:  # nothing said after the yes / no: the frame's own words alone
+            head = re.split(r"\{[Rr]\}", frame)[0].rstrip(" ,.;:-\u2014\uff0c\u3002\uff1b\uff1a")
+            return head + mark
+        upper = tail[:1].upper() + tail[1:] if lang != "zh" else tail
+        return (
+            frame.replace("{R}", upper)
+            .replace("{r}", _lowered(tail, lang, False))
+            .replace("{p}", mark)
+        )
+    return (
+        frame.replace("{S}", body)
+        .replace("{s}", _lowered(body, lang, keep_first))
+        .replace("{p}", mark)
+    )
 
 
 def _mistaken(value: str, k: int) -> str:
@@ -178,6 +230,12 @@ def _mistaken(value: str, k: int) -> str:
     sites = [i for i, c in enumerate(value) if c.isdigit()]
     i = sites[k % len(sites)]
     return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1 :]
+
+
+def family_frames(family: str, role: str, lang: str) -> int:
+    """How many frames ``family`` has for a turn of ``role`` in ``lang`` (0: none, or a family
+    with no frames, such as a bare answer)."""
+    return len(getattr(_pack(lang).families, role, {}).get(family, ())) if role in ROLES else 0
 
 
 def apply_family(
@@ -205,6 +263,8 @@ def apply_family(
         return text
     frame = frames[choice % len(frames)]
     keep_first = any(text.strip().startswith(v) for v in values)
+    if "{R}" in frame or "{r}" in frame:
+        return _frame(text, frame, lang, keep_first, without_opener(text, role, lang))
     if family == CORRECTION:
         digits = _with_digit(values)
         if not digits:

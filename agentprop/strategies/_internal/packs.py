@@ -48,7 +48,7 @@ def _check_phrase(value: str) -> str:
     return value
 
 
-def _check_template(value: str) -> str:
+def _check_template(value: str, sentence_fields: tuple[str, ...] = ("S", "s")) -> str:
     try:
         parts = list(string.Formatter().parse(value))
     except ValueError as exc:
@@ -59,8 +59,8 @@ def _check_template(value: str) -> str:
         ) from None
     fields = [name for _, name, _, _ in parts if name is not None]
     specs = [spec or conv for _, name, spec, conv in parts if name is not None and (spec or conv)]
-    unknown = [f for f in fields if f not in _TEMPLATE_FIELDS]
-    sentence = [f for f in fields if f in ("S", "s")]
+    unknown = [f for f in fields if f not in _TEMPLATE_FIELDS | set(sentence_fields)]
+    sentence = [f for f in fields if f in sentence_fields]
     if unknown or specs or len(sentence) != 1 or fields.count("p") > 1:
         raise _custom(
             "a frame template needs exactly one {S} or {s}, at most one {p}, and "
@@ -172,6 +172,16 @@ def _check_lang(value: str) -> str:
 
 Phrase = Annotated[str, AfterValidator(_check_phrase)]
 Template = Annotated[str, AfterValidator(_check_template)]
+
+
+def _check_family_template(value: str) -> str:
+    return _check_template(value, ("S", "s", "R", "r"))
+
+
+FamilyTemplate = Annotated[str, AfterValidator(_check_family_template)]
+"""A family frame: a :data:`Template` that may instead hold ``{R}`` / ``{r}``, the follow-up
+without its opening yes / no word ("Yes, cancel it." -> "cancel it"), so a confirmation or a
+refusal can be said in other words ("Sure, cancel it.")."""
 Char = Annotated[str, AfterValidator(_check_char)]
 KeyboardKey = Annotated[str, AfterValidator(_check_keyboard_key)]
 Neighbours = Annotated[str, AfterValidator(_check_neighbours)]
@@ -283,16 +293,17 @@ class ProbeFrames(_PackModel):
 
 class UserFamilies(_PackModel):
     """How users write a turn, by the turn's role (``docs/input-families.md``): family name ->
-    frame templates (``{S}``/``{s}``: the whole turn as written, ``{p}``: its end mark). For
+    frame templates (``{S}``/``{s}``: the whole turn as written, ``{R}``/``{r}``: the turn without
+    its opening yes / no word, ``{p}``: its end mark). For
     ``correction`` the frame wraps the mistaken version; the corrected turn follows it.
     ``confirm_words`` / ``refuse_words`` open a follow-up that says yes / no (its role);
     ``assent_words`` read as a yes when said in reply ("please", "sure"): a follow-up that asks a
     question never gains one, so a question is never also an answer."""
 
-    request: dict[Phrase, tuple[Template, ...]] = {}
-    answer: dict[Phrase, tuple[Template, ...]] = {}
-    confirmation: dict[Phrase, tuple[Template, ...]] = {}
-    refusal: dict[Phrase, tuple[Template, ...]] = {}
+    request: dict[Phrase, tuple[FamilyTemplate, ...]] = {}
+    answer: dict[Phrase, tuple[FamilyTemplate, ...]] = {}
+    confirmation: dict[Phrase, tuple[FamilyTemplate, ...]] = {}
+    refusal: dict[Phrase, tuple[FamilyTemplate, ...]] = {}
     confirm_words: tuple[Phrase, ...] = ()
     refuse_words: tuple[Phrase, ...] = ()
     assent_words: tuple[Phrase, ...] = ()
