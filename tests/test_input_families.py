@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import io
 import random
+import re
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 import agentprop
-from agentprop._decide.choices import ChoiceSpace, _other_values
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, _other_values
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, exploration_lines
 from agentprop.strategies._internal.families import (
     FAMILIES,
     NOTATION_FORMS,
+    action_phrase,
     apply_family,
     families_for,
     injection_texts,
     notation_forms,
     notation_variant,
+    stated_figures,
     turn_role,
 )
 
@@ -437,3 +440,64 @@ def test_a_statement_request_is_also_asked_as_a_question() -> None:
         }
         asked = {o for o in outs if o.rstrip().endswith(("?", "？"))}
         assert len(asked) >= 2 and all("RCP-123" in o for o in asked), sorted(outs)
+
+
+def _space(example: str, scenario_id: str) -> ChoiceSpace:
+    project = agentprop.load_project(ROOT / example)
+    (scenario,) = [s for s in project.scenarios() if s.id == scenario_id]
+    return ChoiceSpace(project, scenario)
+
+
+def _framed(space: ChoiceSpace, family: str, choice: int = 0) -> str:
+    steps = ((family, (("choice", choice),)),)
+    turns = (TurnChoice(steps=steps), *(TurnChoice() for _ in space.scenario.turns[1:]))
+    return space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+
+
+def test_a_negated_alternative_is_another_intent_of_the_spec_the_path_does_not_take() -> None:
+    cancel = _space("examples/supportops", "END_CANCELLED<-N7_CANCEL")
+    assert cancel.fill["en"]["alt"] == ("change my address",)
+    assert cancel.fill["zh"]["alt"] == ("修改地址",)
+    # a spec word ("address") is the point of the family: it is written all the same
+    out = _framed(cancel, "negated_alternative")
+    assert out.startswith("I don't want to change my address.") and "O-1001" in out, out
+    # the question and the PII request name no action: never negated; both actions are
+    billing = _space("examples/supportops", "END_BILLING_ANSWER<-N3_BILLING")
+    assert billing.fill["en"]["alt"] == ("cancel my order", "change my address")
+    # a path that takes an intent in a later turn never negates it in the first
+    later = _space("examples/supportops", "N2_AUTH:missing_last4+zip/N4_CLARIFY#0>N1_INTENT#1")
+    assert later.fill["en"]["alt"] == ("change my address",)
+    assert "negated_alternative" in later.turn_spaces[0][0].families
+    # no utterance variable (one request): nothing to negate, so the family is not dealt
+    expense = _space("examples/expenseguard", "END_APPROVE<-N7_SUBMIT")
+    assert expense.fill["en"]["alt"] == ()
+    assert "negated_alternative" not in expense.turn_spaces[0][0].families
+
+
+def test_an_intents_name_is_said_as_an_action_only_when_the_pack_knows_it() -> None:
+    assert action_phrase("cancel_order", "en") == "cancel my order"
+    assert action_phrase("file_claim", "en") == "file a claim"
+    assert action_phrase("file_claim", "zh") == "提交理赔申请"
+    assert action_phrase("renew", "en") == "renew"
+    for name in ("billing_question", "pii_request", "unknown", "0", "payment_plan"):
+        assert action_phrase(name, "en") is None, name
+
+
+def test_a_stated_figure_is_one_no_tool_slot_or_context_holds() -> None:
+    expense = _space("examples/expenseguard", "END_APPROVE<-N7_SUBMIT")
+    figures = expense.fill["en"]["n"]
+    assert figures and not {"138", "150", "25", "112", "500"} & set(figures)
+    texts = {_framed(expense, "stated_fact", k) for k in range(6)}
+    stated = [t for t in texts if re.search(rf"\b{figures[0]}\b", t)]
+    assert stated and all("RCP-123" in t for t in stated), texts
+    # tools that return no amount: status and eligibility claims only, no figure
+    cancel = _space("examples/supportops", "END_CANCELLED<-N7_CANCEL")
+    assert cancel.fill["en"]["n"] == ()
+    texts = {_framed(cancel, "stated_fact", k) for k in range(8)} - {cancel.scenario.messages[0]}
+    assert len(texts) >= 2 and not any(re.search(r"\b(only|about) \d", t) for t in texts)
+    # no claim in a word the templates tell intents apart by ("What plan am I on?")
+    assert not any("plan" in t for t in texts), texts
+    # a slot that is itself an amount: the user states the figure the spec depends on
+    assert stated_figures({"estimated_amount": "£2,400"}, {"t": {"limit": 5000}}, {}) == ()
+    assert stated_figures({}, {"t": {"total": 40.0, "fee": 45}}, {}) == ("60", "85")
+    assert stated_figures({}, {"t": {"status": "active", "days": 10}}, {}) == ()

@@ -52,7 +52,9 @@ from agentprop._util.typos import within_one_edit
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
     FAMILIES,
+    FILLED,
     NOTATION_FORMS,
+    action_phrase,
     apply_family,
     brings_assent,
     channel_allows,
@@ -63,6 +65,7 @@ from agentprop.strategies._internal.families import (
     notation_forms,
     notation_variant,
     reference_date,
+    stated_figures,
     turn_role,
 )
 from agentprop.strategies._internal.free_spans import render as render_free
@@ -1047,6 +1050,26 @@ def first_turn_facts(project: Project, scenario: Scenario) -> StepCheck:
     )
 
 
+def negated_alternatives(bindings: Bindings, scenario: Scenario, lang: str) -> tuple[str, ...]:
+    """What a user of ``scenario`` may say they do NOT want (``negated_alternative``): each
+    other value of an utterance variable the path assigns, said as an action
+    (:func:`action_phrase`) — an intent the spec defines and none of the path's turns takes, so
+    what the user asks for, and what the spec expects, is unchanged."""
+    taken: dict[str, set[str]] = {}
+    for key, value in scenario.assignment.items():
+        taken.setdefault(str(key).split("@")[0], set()).add(str(value))
+    out: list[str] = []
+    for name, var in bindings.variables.items():
+        if var.utterance is None or name not in taken:
+            continue
+        own = {action_phrase(v, lang) for v in taken[name]}
+        for value in var.utterance:
+            phrase = action_phrase(str(value), lang)
+            if str(value) not in taken[name] and phrase is not None and phrase not in own:
+                out.append(phrase)
+    return tuple(dict.fromkeys(out))
+
+
 class ChoiceSpace:
     """The inputs one scenario can be written as, and how to render and draw them.
 
@@ -1069,6 +1092,19 @@ class ChoiceSpace:
         """The date relative dates are said against (``None``: none is written)."""
         self.channel = project.bindings.channel
         """What the input channel guarantees: families it rules out are not drawn."""
+        figures = stated_figures(
+            scenario.slots,
+            {**project.bindings.world, **scenario.world.overrides},
+            project.bindings.context,
+        )
+        self.fill: dict[str, dict[str, tuple[str, ...]]] = {}
+        for lang in dict.fromkeys((*self.languages, "en", "zh")):
+            try:
+                alt = negated_alternatives(project.bindings, scenario, lang)
+            except AgentPropError:
+                alt = ()  # a language with no pack: nothing to say
+            self.fill[lang] = {"alt": alt, "n": figures}
+        """What the ``negated_alternative`` / ``stated_fact`` frames fill in, per language."""
         self.variants: list[Scenario] = [scenario]
         none: list[TemplateSource | None] = [None] * len(scenario.turns)
         self.sources: list[list[TemplateSource | None]] = [none]
@@ -1121,7 +1157,12 @@ class ChoiceSpace:
         """The world choice of the last :meth:`draw` as drawn, before an order moved its value
         (what tells drawn inputs apart, as it did before orders were kept)."""
         self.spec_words = spec_vocabulary(project.spec)
-        self.slip_words = self.spec_words | template_vocabulary(project.bindings)
+        self.template_words = template_vocabulary(project.bindings)
+        """The words the bindings' templates tell values apart by: a ``negated_alternative`` /
+        ``stated_fact`` frame (spec words by design) brings none of them in beyond the intent it
+        negates, so the case does not read as another value ("... under my plan" to a spec
+        whose billing question asks "What plan am I on?")."""
+        self.slip_words = self.spec_words | self.template_words
         """What a slip may not bring a word near (:func:`slips_into_spec_words`): the spec's
         words and the words the bindings' templates tell values apart by."""
 
@@ -1145,7 +1186,7 @@ class ChoiceSpace:
         role = turn_role(text, i, lang)
         fams = tuple(
             f
-            for f in families_for(role, lang, _protected(variant, text))
+            for f in families_for(role, lang, _protected(variant, text), self.fill.get(lang))
             if channel_allows(self.channel, f)
         )
         facts = turn_facts(self.project.bindings, source, variant.slots)
@@ -1379,16 +1420,23 @@ class ChoiceSpace:
             if name in FAMILY_STEPS:
                 text = flush(text)
                 choice = dict(params).get("choice", 0)
+                fill = self.fill.get(lang, {})
                 # a frame a rule refuses here (a word of the spec's, a yes in a question, a
                 # fact no longer stated) gives way to the family's next frame, so a family is
                 # not silently absent from a spec whose words one of its frames holds
                 for k in range(max(1, family_frames(name, role, lang))):
-                    framed = apply_family(
-                        text, name, choice + k, role, lang, [p for p in protect if p in text]
-                    )
+                    here = [p for p in protect if p in text]
+                    framed = apply_family(text, name, choice + k, role, lang, here, fill)
+                    if name in FILLED:
+                        # the frame's own words (the negated intent left out) say no other value
+                        blank = {**fill, "alt": tuple(" " for _ in fill.get("alt", ()))}
+                        bare = apply_family(text, name, choice + k, role, lang, here, blank)
+                        words_ok = not brings_spec_words(text, bare, self.template_words)
+                    else:
+                        words_ok = not brings_spec_words(text, framed, self.spec_words)
                     if (
                         (keeps is None or keeps(framed, [name]))
-                        and not brings_spec_words(text, framed, self.spec_words)
+                        and words_ok
                         and not (role == "question" and brings_assent(text, framed, lang))
                     ):
                         text = framed

@@ -20,6 +20,7 @@ __all__ = [
     "FAMILIES",
     "ROLES",
     "NOTATION_FORMS",
+    "action_phrase",
     "apply_family",
     "brings_assent",
     "family_frames",
@@ -31,6 +32,7 @@ __all__ = [
     "notation_forms",
     "notation_variant",
     "reference_date",
+    "stated_figures",
     "turn_role",
     "without_opener",
 ]
@@ -43,6 +45,8 @@ FAMILIES = (
     "confirmation_wording",
     "refusal_wording",
     "negated_distractor",
+    "negated_alternative",
+    "stated_fact",
     "authority",
     "several_intents",
     "injected_instruction",
@@ -59,6 +63,15 @@ CORRECTION = "correction"
 TRADITIONAL = "traditional"
 """The family that writes a Chinese turn in traditional characters (訂單 for 订单), slot values
 as they are (:mod:`agentprop._util.hanzi`: one-to-one pairs only)."""
+NEGATED_ALTERNATIVE = "negated_alternative"
+"""The family that says what the user does NOT want: another intent of the spec, one the path
+does not take ("I don't want to cancel my order. ..."); its frames fill ``{alt}``."""
+STATED_FACT = "stated_fact"
+"""The family in which the user states a status, eligibility or figure a tool decides ("I'm sure
+it's within the limit"); a frame's ``{n}`` is a figure no tool output, slot or context holds."""
+FILLED = (NEGATED_ALTERNATIVE, STATED_FACT)
+"""Families whose words are the spec's on purpose (an intent it defines, what its tools decide):
+the spec-word rule does not apply to them."""
 UNDEALT: frozenset[str] = frozenset()
 """Families :func:`apply_family` writes but exploration does not deal (none now: a correction
 states the right value last, and the reference agents read what follows a repair,
@@ -137,13 +150,49 @@ def _with_digit(protect: Sequence[str]) -> list[str]:
     return [v for v in protect if re.search(r"[0-9]", v)]
 
 
-def families_for(role: str, lang: str, protect: Sequence[str]) -> list[str]:
+def action_phrase(intent: str, lang: str) -> str | None:
+    """How a user of ``lang`` says the action an intent named ``intent`` asks for
+    (``cancel_order`` -> "cancel my order" / "取消订单"), from the pack's ``actions`` (its first
+    word) and ``objects`` (the rest); ``None`` when the name is no action the pack knows
+    (``billing_question``, ``pii_request``)."""
+    fam = _pack(lang).families
+    words = re.findall(r"[a-z]+", str(intent).lower())
+    if not words or words[0] not in fam.actions:
+        return None
+    verb, rest = fam.actions[words[0]], " ".join(words[1:])
+    if not rest:
+        return verb
+    obj = fam.objects.get(rest) or fam.objects.get(words[-1])
+    if obj is None:
+        return None
+    return verb + obj if lang == "zh" else f"{verb} {obj}"
+
+
+_FILL = re.compile(r"\{(alt|n)\}")
+
+
+def _usable(frames: Sequence[str], fill: Mapping[str, Sequence[str]]) -> list[str]:
+    """The frames whose ``{alt}`` / ``{n}`` ``fill`` has a value for."""
+    return [f for f in frames if all(fill.get(k) for k in _FILL.findall(f))]
+
+
+def families_for(
+    role: str,
+    lang: str,
+    protect: Sequence[str],
+    fill: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
     """The families that apply to a turn of ``role`` in ``lang`` whose slot values written in
-    it are ``protect``: every family of the pack for that role, ``correction`` only when a
-    value holds a digit (one changes), ``bare_answer`` for an answer that writes a value,
-    ``traditional`` for every Chinese turn."""
+    it are ``protect``: every family of the pack for that role with a frame ``fill`` completes
+    (``negated_alternative`` only with another intent to negate, ``fill["alt"]``),
+    ``correction`` only when a value holds a digit (one changes), ``bare_answer`` for an
+    answer that writes a value, ``traditional`` for every Chinese turn."""
     frames = getattr(_pack(lang).families, role, {}) if role in ROLES else {}
-    out = [name for name, fs in frames.items() if fs and name in FAMILIES and name not in UNDEALT]
+    out = [
+        name
+        for name, fs in frames.items()
+        if _usable(fs, fill or {}) and name in FAMILIES and name not in UNDEALT
+    ]
     if role == "answer" and any(protect):
         out.append(BARE)  # a bare answer has no frames: the value(s) alone
     if CORRECTION in out and not _with_digit(protect):
@@ -239,10 +288,17 @@ def family_frames(family: str, role: str, lang: str) -> int:
 
 
 def apply_family(
-    text: str, family: str, choice: int, role: str, lang: str, protect: Sequence[str]
+    text: str,
+    family: str,
+    choice: int,
+    role: str,
+    lang: str,
+    protect: Sequence[str],
+    fill: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """``text`` (a turn of ``role``) written in ``family``'s ``choice``-th frame (modulo the
-    frames); unchanged when the family does not apply to it."""
+    frames ``fill`` completes; a frame's ``{alt}`` / ``{n}`` is the ``choice // frames``-th
+    value of ``fill``'s, modulo its values); unchanged when the family does not apply to it."""
     values = [v for v in protect if v and v in text]
     if family == BARE:
         return ", ".join(dict.fromkeys(values)) if role == "answer" and values else text
@@ -258,10 +314,16 @@ def apply_family(
             else [text]
         )
         return "".join(p if k % 2 else to_traditional(p) for k, p in enumerate(pieces))
-    frames = getattr(_pack(lang).families, role, {}).get(family, ()) if role in ROLES else ()
+    fill = fill or {}
+    frames = _usable(
+        getattr(_pack(lang).families, role, {}).get(family, ()) if role in ROLES else (), fill
+    )
     if not frames:
         return text
     frame = frames[choice % len(frames)]
+    frame = _FILL.sub(
+        lambda m: fill[m.group(1)][choice // len(frames) % len(fill[m.group(1)])], frame
+    )
     keep_first = any(text.strip().startswith(v) for v in values)
     if "{R}" in frame or "{r}" in frame:
         return _frame(text, frame, lang, keep_first, without_opener(text, role, lang))
@@ -354,6 +416,49 @@ def _is_quantity(value: str, slot: str) -> bool:
     return m is not None and (
         bool(m.group("cur")) or "," in value or _QUANTITY_WORDS.search(slot.lower()) is not None
     )
+
+
+_FIGURES = ("40", "45", "60", "85")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    return [float(m.replace(",", "")) for m in _NUMBER.findall(str(value)) if m.count(".") < 2]
+
+
+def _quantity_fields(value: Any, key: str = "") -> bool:
+    if isinstance(value, Mapping):
+        return any(_quantity_fields(v, str(k)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_quantity_fields(v, key) for v in value)
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and _QUANTITY_WORDS.search(key.lower()) is not None
+    )
+
+
+def stated_figures(
+    slots: Mapping[str, Any], outputs: Any, context: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """The figures a user may state (``stated_fact``: "the total is only 40") in a scenario whose
+    tools return ``outputs`` (a tool's output holds an amount, a total, a price ...): figures no
+    output, slot or context value holds. None when a slot is itself a quantity (the user states
+    the amount the expectation depends on: a second figure would contradict it)."""
+    if any(_is_quantity(str(v), str(k)) for k, v in slots.items()):
+        return ()
+    if not _quantity_fields(outputs):
+        return ()
+    held = {*_numbers(outputs), *_numbers(dict(slots)), *_numbers(dict(context))}
+    return tuple(f for f in _FIGURES if float(f) not in held)
 
 
 _REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)

@@ -29,7 +29,10 @@ Script = Literal["latin", "cjk"]
 
 # --- field validators -------------------------------------------------------------------------
 
-_TEMPLATE_FIELDS = {"S", "s", "p"}
+_TEMPLATE_FIELDS = {"S", "s", "p", "alt", "n"}
+"""``{alt}`` (another intent of the spec, said as an action: ``negated_alternative``) and ``{n}``
+(a figure the tools decide: ``stated_fact``) are filled by :func:`~agentprop.strategies._internal.
+families.apply_family`; a frame whose placeholder has nothing to fill is not used."""
 
 
 def _custom(message: str, fix: str) -> PydanticCustomError:
@@ -64,7 +67,7 @@ def _check_template(value: str, sentence_fields: tuple[str, ...] = ("S", "s")) -
     if unknown or specs or len(sentence) != 1 or fields.count("p") > 1:
         raise _custom(
             "a frame template needs exactly one {S} or {s}, at most one {p}, and "
-            "no other placeholders",
+            "no other placeholders (but {alt} and {n} in the families that fill them)",
             "write e.g. 'Please {s}{p}' or '{S}, please{p}'; {S} is the sentence as written, {s} "
             "the same with its first letter lower-cased, {p} its end punctuation",
         )
@@ -309,6 +312,12 @@ class UserFamilies(_PackModel):
     assent_words: tuple[Phrase, ...] = ()
     tool_output: tuple[Phrase, ...] = ()
     """Instructions injected into a free-text field of a tool's output (OWASP LLM01, indirect)."""
+    actions: dict[Phrase, Phrase] = {}
+    """The first word of an intent's name (``cancel`` in ``cancel_order``) -> how a user says
+    that action (``negated_alternative``: "I don't want to cancel my order")."""
+    objects: dict[Phrase, Phrase] = {}
+    """The rest of an intent's name (``order``, ``shipping address``) -> how a user names it
+    (``my order``; 订单)."""
 
 
 class PhrasePack(_PackModel):
