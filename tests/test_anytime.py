@@ -17,7 +17,7 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.anytime import held_back, priority, runs_left, runs_needed
 from agentprop._pipeline.report.model import CaseReport
-from agentprop._pipeline.run import RunSettings, arun_cases
+from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -178,3 +178,37 @@ def test_a_budgeted_run_reports_the_time_of_every_pass_not_the_last_ones(
     )
     assert passes[0] >= 3  # breadth, confirm, at least one deepening, the last
     assert report.metrics.duration_s == passes[0]
+
+
+def test_a_budget_of_one_run_a_case_gives_every_case_a_run_and_reports_what_failed() -> None:
+    # DataInsights' 10 MFT and 10 INV cases, 20 runs, one case at a time, an agent that makes
+    # up the figures it states: every MFT case gets its run (the INV cases' originals reuse
+    # them) and every INV case whose base passed a run of one paraphrase before any INV case
+    # a second; the two runs that failed are reported as a bug, not confirmed. Before, the
+    # first INV cases took a run of each of their two paraphrases and the last ones none.
+    project = agentprop.load_project(ROOT / "examples" / "datainsights")
+    agent = agentprop.load_agent(
+        project.bindings.agent or "", project.base_dir, {"hallucinate_numbers": 1.0}
+    )
+    budget = Budget(max_runs=20)
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            project.scenarios(),
+            RunSettings(kinds=("mft", "inv"), concurrency=1),
+            memo=TrialMemo(),
+            budget=budget,
+        )
+    )
+    assert budget.snapshot().runs == 20 == len(report.cases)
+    mft = [c for c in report.cases if c.kind == "MFT"]
+    inv = [c for c in report.cases if c.kind == "INV" and c.verdict != "NOT APPLICABLE"]
+    assert len(mft) == 10 and len(inv) == 8
+    assert all(c.runs == 1 for c in mft)
+    # the original (reused) and one paraphrase at least; none got both before all got one
+    assert all(c.runs >= 2 for c in inv), [(c.id, c.runs) for c in inv]
+    failed = [c for c in mft if c.verdict == "FAIL"]
+    assert failed and all(c.runs == 1 and "not confirmed" in c.decided_by for c in failed)
+    shrink_failures(project, agent, report, budget=0, corpus=None)
+    assert [b.key.split(":")[0] for b in report.bugs] == ["response_grounded"]

@@ -242,6 +242,7 @@ async def acheck_invariance(
     permits: RunPermits | None = None,
     take: int | None = None,
     look_past_undecided_base: bool = False,
+    variants_taken: int | None = None,
 ) -> InvarianceResult:
     """Compare the behaviour under each variant with the original's.
 
@@ -253,7 +254,9 @@ async def acheck_invariance(
 
     ``take`` (a look of a budgeted run's pass): sample only that many runs a side (the same
     trials a full comparison starts with, so the passes share them); fewer than ``n`` a side
-    decide nothing (INCONCLUSIVE, the runs per side in the reason)."""
+    decide nothing (INCONCLUSIVE, the runs per side in the reason). ``variants_taken`` (the
+    first look of a budgeted run): sample only the first that many variants, so that every case
+    gets a run before any case gets its second; the others wait for the next pass."""
     if not variants:
         raise InvalidArgument(
             "check_invariance needs at least one variant (a list of messages per variant)"
@@ -303,7 +306,7 @@ async def acheck_invariance(
     total = runs
     corrected = alpha / len(variants)
     for k, v in enumerate(variants):
-        if infra is not None:
+        if infra is not None or (variants_taken is not None and k >= variants_taken):
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws);

@@ -140,7 +140,8 @@ class RunSettings:
     profile: str | None = None
     """How deep each case is decided (:mod:`agentprop._decide.profiles`; ``None``: the default)."""
     stage: str = "final"
-    """A pass of a budgeted run (:func:`arun_cases`): ``breadth`` (one run a case, nothing
+    """A pass of a budgeted run (:func:`arun_cases`): ``first`` (one run a case: an INV case
+    runs its first variant only), ``breadth`` (one run a case, nothing
     confirmed), ``confirm`` (a screen of one run: failures confirmed), ``deepen`` (a screen of
     :attr:`depth` runs) or ``final`` (the profile)."""
     depth: int = 0
@@ -329,14 +330,14 @@ async def arun_cases(
     corpus: Corpus | None = None,
 ) -> RunReport:
     """Decide every case of the suite. Under a limited budget the suite is run breadth first,
-    in passes over one memo: one run of every case (corpus replays included; an INV case's look is
-    one run of each paraphrase, its original's being its path's),
-    then the failures confirmed (a screen of one run) and shrunk (``settings.shrink_budget``),
-    then every case deepened to 2, 4, 8 ... clean runs in turn (when the budget cannot reach them
-    all, the failing, riskiest and weakest first: :mod:`agentprop._pipeline.anytime`) up to the
-    profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a
-    case the budget cut short keeps what its runs showed, and no case is left without a run while
-    another got a second."""
+    in passes over one memo: one run of every case (corpus replays included; an INV case's first
+    look is one run of its first paraphrase, its original's being its path's), then one run of
+    every INV case's other paraphrases, then the failures confirmed (a screen of one run) and
+    shrunk (``settings.shrink_budget``), then every case deepened to 2, 4, 8 ... clean runs in
+    turn (when the budget cannot reach them all, the failing, riskiest and weakest first:
+    :mod:`agentprop._pipeline.anytime`) up to the profile's depth (a corpus replay's: in full);
+    each pass reuses the runs of the one before, so a case the budget cut short keeps what its
+    runs showed, and no case is left without a run while another got a second."""
     memo = memo if memo is not None else TrialMemo()
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
@@ -376,7 +377,11 @@ async def arun_cases(
     shrink_runs = 0
     try:
         if settings.kinds:
-            await look("breadth")
+            # every case's first run before any case's second: an INV case compares its
+            # original with several paraphrases, one run each; the first pass runs one of them
+            await look("first")
+            if not budget.snapshot().exhausted:
+                await look("breadth")
             confirmed = await look("confirm")
             if settings.shrink_budget > 0 and any(
                 c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases
@@ -518,7 +523,7 @@ async def _arun_cases(
     def at_stage(chosen: OracleSettings) -> OracleSettings:
         """``chosen`` (a case's settings at full depth) cut to this pass's depth
         (:attr:`RunSettings.stage`)."""
-        if settings.stage == "breadth":
+        if settings.stage in ("first", "breadth"):
             return dataclasses.replace(chosen, mode="fixed", runs=1, screen=None)
         if settings.stage == "confirm":
             return dataclasses.replace(chosen, screen=1)
@@ -548,7 +553,8 @@ async def _arun_cases(
     )
     if settings.stage != "final":
         what = {
-            "breadth": "one run a case",
+            "first": "one run a case",
+            "breadth": "one run of every INV case's other paraphrases",
             "confirm": "failures confirmed",
             "deepen": f"every case to {settings.depth} clean runs",
         }
@@ -796,7 +802,10 @@ async def _arun_cases(
                 settings_for=lambda sc: case_rule(sc).settings,
                 rule_for=lambda sc: case_rule(sc).rule,
                 inv_runs=profile.inv_runs if explicit is None else 20,
-                inv_take={"breadth": 1, "confirm": 1, "deepen": settings.depth}.get(settings.stage),
+                inv_take={"first": 1, "breadth": 1, "confirm": 1, "deepen": settings.depth}.get(
+                    settings.stage
+                ),
+                inv_variants=1 if settings.stage == "first" else None,
                 budgeted=limited(budget),
                 shard=settings.shard,
             )
