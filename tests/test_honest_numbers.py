@@ -206,3 +206,18 @@ def test_a_bug_not_reconfirmed_is_still_saved_marked_unconfirmed(
     entries = Corpus(out / "corpus").entries()
     assert entries and all(not e.confirmed and e.reproducer_rate is None for e in entries)
     assert "(unconfirmed: its reproducer did not fail again in fresh runs)" in terminal
+
+
+def test_the_progress_line_says_the_budget_is_spent_instead_of_shrinking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the budget spent before shrinking, no shrinking run can start: the progress line
+    says so and names the limit (it printed a bare "shrinking CASE …")."""
+    argv = ["run", str(EXAMPLE), "--fault", "skip_auth=0.3", "--kinds", "mft", "--case", "N7"]
+    argv += ["--max-runs", "3", "--shrink-budget", "10", "--corpus", "none"]
+    assert main(argv, out=io.StringIO(), err=io.StringIO()) != 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "shrinking" in line]
+    assert lines, "a bug was met and its shrink noted"
+    for line in lines:
+        assert "from runs already made only: the budget is spent (max_runs=3 reached" in line
+        assert line.endswith("no new run starts"), line

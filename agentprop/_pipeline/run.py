@@ -390,7 +390,7 @@ async def arun_cases(
                 # saved here: the shrink after the run replays these runs from the memo, saves it
                 before = budget.snapshot().runs
                 Progress(0, progress_stream, interval_s=0).note(
-                    "shrinking the confirmed failures before deepening the rest"
+                    shrinking_note("the confirmed failures before deepening the rest", budget)
                 )
                 try:
                     # a daemon thread: a Ctrl-C does not wait for the shrink's every run
@@ -1309,6 +1309,18 @@ def _mft_replay(
     return replay
 
 
+def shrinking_note(what: str, budget: Budget | None) -> str:
+    """The progress line of shrinking ``what``: with the budget spent no run starts, and only
+    the runs already made (the memo's) are looked at, which the line says, naming the limit."""
+    spent = budget.exhausted_reason if budget is not None else None
+    if spent is None:
+        return f"shrinking {what}"
+    return (
+        f"shrinking {what.removesuffix(' …')} from runs already made only: the budget is spent "
+        f"({spent}), no new run starts"
+    )
+
+
 def shrink_failures(
     project: Project,
     agent: LoadedAgent,
@@ -1329,12 +1341,15 @@ def shrink_failures(
     progress = Progress(0, stream) if stream is not None and budget > 0 else None
     stopped: dict[str, str] = {}
 
+    def note_shrinking(case: str) -> None:
+        if progress is not None:
+            progress.note(shrinking_note(f"{case} …", session_budget))
+
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
         if case.kind == "INV":
             return shrink_leak(case, signature)
         scenario, result = report._checks[case.id]
-        if progress is not None:
-            progress.note(f"shrinking {case.id} …")
+        note_shrinking(case.id)
         explored = report._explored.get(case.id)
         try:
             # shrink the explored (or PROBE) input's choices, in its base scenario
@@ -1385,8 +1400,7 @@ def shrink_failures(
         if found is None:
             return None
         scenario, messages = found
-        if progress is not None:
-            progress.note(f"shrinking {case.id} …")
+        note_shrinking(case.id)
         prop = probe_property(project, scenario)
         report._props[case.id] = prop
         try:
