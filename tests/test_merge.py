@@ -3,12 +3,15 @@ unsharded run's report."""
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,38 @@ def _processes(base: Path, run: list[str], jobs: dict[str, list[str]]) -> None:
     for p in procs:
         output, _ = p.communicate(timeout=300)
         assert p.returncode in (0, 1), output
+
+
+@contextlib.contextmanager
+def _counting_reads(monkeypatch: pytest.MonkeyPatch, files: set[Path]) -> Iterator[dict[str, int]]:
+    """How many times each of ``files`` was read through to its end while the block ran."""
+    passes: dict[str, int] = {}
+    real_open = builtins.open
+
+    class Counted:
+        def __init__(self, f: Any, name: str) -> None:
+            self.f, self.name = f, name
+
+        def __enter__(self) -> Counted:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def __iter__(self) -> Iterator[Any]:
+            yield from self.f
+            passes[self.name] = passes.get(self.name, 0) + 1
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        f = real_open(file, *args, **kwargs)
+        return Counted(f, str(file)) if isinstance(file, str | Path) and Path(file) in files else f
+
+    with monkeypatch.context() as patch:
+        patch.setattr(builtins, "open", counting_open)
+        yield passes
 
 
 @pytest.fixture(scope="module")
@@ -384,7 +419,7 @@ def test_an_undecided_inv_case_is_decided_again_from_its_base_and_sides(
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplete(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = [
         "run",
@@ -439,7 +474,11 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     out = io.StringIO()
     argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
     argv += ["--records", str(tmp_path / "top"), "--json", str(tmp_path / "t.json")]
-    assert main(argv, out=out, err=io.StringIO()) == 0, out.getvalue()
+    shards = {tmp_path / "s1" / "traces.jsonl", tmp_path / "s2" / "traces.jsonl"}
+    with _counting_reads(monkeypatch, shards) as passes:
+        assert main(argv, out=out, err=io.StringIO()) == 0, out.getvalue()
+    # each shard's traces file read through once, however many of its cases were topped up
+    assert passes and set(passes.values()) == {1}, passes
     topped = json.loads((tmp_path / "t.json").read_text())
     assert _normalised(topped) == _normalised(whole)
     account = topped["metrics"]["extra"]["merge"]

@@ -17,13 +17,17 @@ in them, and a run that is not is an error, never made.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.records import (
     REPORT_FILE,
+    TRACES_FILE,
     DecisionStart,
     TrialLine,
     read_records,
@@ -31,13 +35,14 @@ from agentprop._decide.records import (
 )
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.merge import MergedRun
-from agentprop._pipeline.merge_report import TopUp, shard_traces
+from agentprop._pipeline.merge_report import TopUp
 from agentprop._pipeline.run import (
     TopUpRuns,
     case_lanes,
     redecide_case,
     top_up_policies,
 )
+from agentprop._scenario.trace import Trace
 from agentprop._util import aio
 from agentprop.errors import InputError
 
@@ -71,6 +76,7 @@ def merged_top_up(
         checks: dict[str, tuple[Scenario, CheckResult]],
     ) -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
         memo = TrialMemo()
+        traces = _ShardTraces()
         found_in = decisions if decisions is not None else _final_decisions(run)
         sem = asyncio.Semaphore(max(1, concurrency))
         lanes = case_lanes(agent, concurrency)
@@ -80,10 +86,10 @@ def merged_top_up(
             if found is None:  # no decision recorded for it: it stands as its shard decided
                 return case
             start, lines, directory = found
-            _remember(memo, start, lines, directory)
+            _remember(memo, traces, start, lines, directory)
             again = (replay or {}).get(case.id)
             if again is not None:  # the top-up's own runs of it, recorded when it was made
-                _remember(memo, again[0], again[1], again[2])
+                _remember(memo, traces, *again)
             return await redecide_case(
                 project,
                 agent,
@@ -177,14 +183,57 @@ def _final_decisions(
     return out
 
 
+class _ShardTraces:
+    """The shards' traces files, each scanned once for where each trace's line starts: every
+    topped-up case's runs are then read by seeking to their lines, not by reading the whole
+    file again for each case."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[Path, dict[str, int]] = {}
+
+    def get(self, directory: Path, wanted: set[str]) -> dict[str, Trace]:
+        file = directory / TRACES_FILE
+        found: dict[str, Trace] = {}
+        if not wanted or not file.is_file():
+            return found
+        offsets = self._offsets.get(directory)
+        if offsets is None:
+            offsets = self._offsets[directory] = _line_offsets(file)
+        with open(file, "rb") as f:
+            for ref in sorted(wanted & offsets.keys(), key=offsets.__getitem__):
+                f.seek(offsets[ref])
+                try:
+                    found[ref] = Trace.model_validate(json.loads(f.readline())["trace"])
+                except (ValidationError, ValueError, KeyError):
+                    continue  # a torn last line: that run is then not put back
+        return found
+
+
+def _line_offsets(file: Path) -> dict[str, int]:
+    """Where the line of each trace of a traces file starts (its first line of an id)."""
+    offsets: dict[str, int] = {}
+    at = 0
+    with open(file, "rb") as f:
+        for line in f:
+            head = line[:80]
+            if b'"id":"' in head:
+                ref = head.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode("utf-8", "replace")
+                offsets.setdefault(ref, at)
+            at += len(line)
+    return offsets
+
+
 def _remember(
-    memo: TrialMemo, start: DecisionStart, lines: list[TrialLine], directory: Path
+    memo: TrialMemo,
+    traces: _ShardTraces,
+    start: DecisionStart,
+    lines: list[TrialLine],
+    directory: Path,
 ) -> None:
     """Put the runs a decision's trial lines name back into ``memo`` (from its shard's traces),
     so deciding the case again reuses them as the unsharded run's memo does."""
-    wanted = {t.trace for t in lines if t.trace is not None}
-    traces: dict[str, Any] = shard_traces(directory, wanted)
+    found = traces.get(directory, {t.trace for t in lines if t.trace is not None})
     for t in lines:
-        trace = traces.get(t.trace or "")
+        trace = found.get(t.trace or "")
         if trace is not None:
             memo.put(memo.key(start.input_digest, start.fingerprint, t.trial), trace)
