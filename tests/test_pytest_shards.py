@@ -308,6 +308,39 @@ def test_checks_come_out_in_collection_order_each_decided_again(tmp_path: Path) 
     assert merged.again == 4 and merged.failed  # shard 2's session failed
 
 
+def test_merge_reads_and_decides_each_pytest_shard_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agentprop merge`` of a pytest session's shards decides each check once from its trial
+    lines, and reads each shard's records once (it checked the shards by deciding every check,
+    then decided them all again for the session's record)."""
+    import agentprop._decide.records as records
+    from agentprop._pipeline import merge, pytest_merge
+
+    one = _shard(tmp_path, 1, {"t.py::test_d": 1.0, "t.py::test_b": 0.5})
+    two = _shard(tmp_path, 2, {"t.py::test_c": 0.8, "t.py::test_a": 1.0})
+    decided: list[int] = []
+    read: list[Path] = []
+
+    def counted_recompute(given: Any) -> Any:
+        out = records.recompute(given)
+        decided.extend(out)
+        return out
+
+    def counted_read(path: Any) -> Any:
+        read.append(Path(path))
+        return records.read_records(path)
+
+    for module in (merge, pytest_merge):
+        monkeypatch.setattr(module, "recompute", counted_recompute)
+        monkeypatch.setattr(module, "read_records", counted_read)
+    code, out = _merge(str(one), str(two))
+    assert code == 0, out
+    assert "4 decided again from 40 trial lines" in out
+    assert len(decided) == 4  # one decision a check, each decided once
+    assert sorted(read) == [one, two]
+
+
 def test_a_bug_found_on_two_shards_keeps_the_first_tests_shrink(tmp_path: Path) -> None:
     one = _shard(tmp_path, 1, {}, bugs=[_bug("k", "t.py::test_c", ["t.py::test_c"])])
     two = _shard(

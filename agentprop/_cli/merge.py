@@ -71,7 +71,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._pipeline.merge import merge_shards
     from agentprop._pipeline.merge_report import merge_reports
 
-    shards = merge_shards(args.records)
+    # a pytest session's shards are decided once, by their session's merge
+    shards = merge_shards(args.records, decide=False)
     if shards.info.runner == "pytest":
         return _pytest(args, shards, out)
     top_up = None
@@ -98,15 +99,16 @@ def _pytest(args: argparse.Namespace, shards: MergedRun, out: TextIO) -> int:
                 "--agentprop-json record (pytest writes its own JUnit with --junitxml per shard)",
                 fix=f"drop --{option}; write the record with --json PATH",
             )
-    merged = merge_pytest_shards(
-        {i: (shards.info.model_copy(update={"index": i}), d) for i, d in shards.directories.items()}
-    )
+    infos = {
+        i: (shards.info.model_copy(update={"index": i}), d) for i, d in shards.directories.items()
+    }
+    merged = merge_pytest_shards(infos, shards.records)
     checks = merged.data["checks"]
     counts = Counter(c["verdict"] for c in checks)
     print(
         f"merged {shards.info.count} shard(s) of one pytest session (seed {shards.info.seed}): "
         f"{len(checks)} checks ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))}"
-        f"{'' if checks else 'none'}), {merged.again} decided again from {shards.trials} trial "
+        f"{'' if checks else 'none'}), {merged.again} decided again from {merged.trials} trial "
         f"lines, {len(merged.from_reports)} taken from the shards' reports (not one decision "
         "of the oracle's)",
         file=out,

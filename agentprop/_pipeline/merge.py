@@ -77,6 +77,9 @@ class MergedRun:
     unchecked: int = 0
     """Of a pytest session's shards, the decisions no check names: in flight when a shard
     stopped, or made while shrinking a failure (they are not in ``cases``)."""
+    records: dict[int, list[AnyRecord]] = field(default_factory=dict, repr=False)
+    """Of a pytest session's shards merged with ``decide=False``: each shard's records, as read
+    (empty otherwise)."""
 
     def verdicts(self) -> Counter[str]:
         return Counter(c.verdict for c in self.cases)
@@ -224,9 +227,13 @@ def merged_checks(
     return out, len(starts), trials, len(set(starts) - set(latest.values()))
 
 
-def merge_shards(directories: list[str | Path], *, complete: bool = True) -> MergedRun:
+def merge_shards(
+    directories: list[str | Path], *, complete: bool = True, decide: bool = True
+) -> MergedRun:
     """The cases of the shards in ``directories``, checked to be the complete (``complete=False``:
-    some of the), disjoint shards of one run."""
+    some of the), disjoint shards of one run. ``decide=False``, for a pytest session's shards:
+    their checks are not decided here but their records kept (``records``), for
+    :func:`~agentprop._pipeline.pytest_merge.merge_pytest_shards` to decide once."""
     loaded: list[tuple[Path, ShardInfo, list[AnyRecord]]] = []
     for given in directories:
         directory = Path(given)
@@ -293,7 +300,10 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
     run = MergedRun(first, {info.index: directory for directory, info, _ in loaded})
     run.top_up = tops[0] if tops else None
     if first.runner == "pytest":
-        _pytest_checks(run, loaded)
+        if decide:
+            _pytest_checks(run, loaded)
+        else:
+            run.records = {info.index: records for _, info, records in loaded}
         return run
     seen: set[tuple[str | None, str]] = set()
     for _directory, info, records in sorted(loaded, key=lambda x: x[1].index):

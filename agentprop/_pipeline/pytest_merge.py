@@ -19,6 +19,7 @@ from typing import Any
 
 from agentprop._decide.records import (
     REPORT_FILE,
+    AnyRecord,
     CheckLine,
     DecisionStart,
     ShardInfo,
@@ -78,6 +79,8 @@ class PytestMerge:
     """Whether a shard's pytest session failed (a test failed), as the unsharded one would."""
     again: int = 0
     from_reports: list[str] = field(default_factory=list)
+    trials: int = 0
+    """The shards' trial lines, read once."""
 
 
 @dataclass
@@ -92,9 +95,10 @@ class _Shard:
     trials: int
 
 
-def _load(info: ShardInfo, directory: Path) -> _Shard:
+def _load(info: ShardInfo, directory: Path, records: list[AnyRecord] | None = None) -> _Shard:
     report_file = directory / REPORT_FILE
-    records = list(read_records(directory)) if records_files(directory) else []
+    if records is None:
+        records = list(read_records(directory)) if records_files(directory) else []
     if not report_file.is_file():
         held = sum(isinstance(r, CheckLine) for r in records)
         lines = sum(r.type == "trial" for r in records)
@@ -161,10 +165,13 @@ def _check_entry(shard: _Shard, test: str, name: str, decision: int) -> dict[str
     }
 
 
-def merge_pytest_shards(infos: dict[int, tuple[ShardInfo, Path]]) -> PytestMerge:
+def merge_pytest_shards(
+    infos: dict[int, tuple[ShardInfo, Path]], records: dict[int, list[AnyRecord]] | None = None
+) -> PytestMerge:
     """The record of the pytest session whose N shards (checked complete and disjoint by
-    :func:`agentprop._pipeline.merge.merge_shards`) are ``infos``."""
-    shards = [_load(info, d) for _, (info, d) in sorted(infos.items())]
+    :func:`agentprop._pipeline.merge.merge_shards`) are ``infos``; ``records``: their records
+    when already read (by ``merge_shards(..., decide=False)``), each decided here once."""
+    shards = [_load(info, d, (records or {}).get(i)) for i, (info, d) in sorted(infos.items())]
     order = _collection(shards)
 
     def rank(test: str) -> int:
@@ -288,7 +295,7 @@ def merge_pytest_shards(infos: dict[int, tuple[ShardInfo, Path]]) -> PytestMerge
                 "fresh checkout holds none; settings(database=None) replays nothing)"
             )
     failed = any(s.report.get("exitstatus") == 1 for s in shards)
-    return PytestMerge(data, failed, again, from_reports)
+    return PytestMerge(data, failed, again, from_reports, sum(s.trials for s in shards))
 
 
 def _in_order(entries: list[dict[str, Any]], rank: Any) -> list[dict[str, Any]]:
