@@ -123,6 +123,55 @@ def test_the_pools_share_one_tls_context_and_keep_the_timeout(
     assert per_client >= 1
     made.clear()
     clients = provider.make_clients(5, api_key="k", base_url="http://127.0.0.1:9", timeout=7.0)
-    assert len(clients) == 5 and len(made) == 2 * per_client
+    assert len(clients) == 5 and len(made) == per_client  # as many as one client's
     assert [c.timeout for c in clients] == [7.0] * 5 and one[0].timeout == 7.0
     assert all(c.base_url == clients[0].base_url for c in clients)
+
+
+def test_a_run_of_32_conversations_loads_the_certificates_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 32 conversations in flight on the CLI's default limit: the pools it spreads them over
+    # load the certificates (tens of milliseconds of CPU) once, as the SDK's one client does
+    import anthropic
+
+    made: list[Any] = []
+    real = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:9")
+    one_client = len(made)
+    made.clear()
+    sdk_clients: list[Any] = []
+    make = type(ANTHROPIC_MESSAGES).make_client
+
+    def spy_make(self: Any, **kwargs: Any) -> Any:
+        sdk_clients.append(make(self, **kwargs))
+        return sdk_clients[-1]
+
+    monkeypatch.setattr(type(ANTHROPIC_MESSAGES), "make_client", spy_make)
+    with MessagesServer(handler=lambda request: message_reply([text_block("ok")])) as server:
+        client = ModelClient(
+            ANTHROPIC_MESSAGES,
+            "claude-haiku-4-5",
+            base_url=server.base_url,
+            api_key="k",
+            cache=False,
+        )
+
+        async def conversations() -> None:
+            async def conversation(t: int) -> None:
+                for _ in range(2):
+                    await client.call(BODY, trial=t)
+
+            await asyncio.gather(*(conversation(t) for t in range(32)))
+            await client.aclose()
+
+        asyncio.run(conversations())
+        assert len(server.requests) == 64
+    assert len(sdk_clients) == _pools(None) > 1
+    assert len(made) == one_client >= 1

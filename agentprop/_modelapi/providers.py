@@ -175,20 +175,19 @@ class Provider(ABC):
     def make_clients(
         self, n: int, *, api_key: str, base_url: str | None, timeout: float
     ) -> tuple[Any, ...]:
-        """``n`` SDK clients, each with a connection pool of its own: the first as
-        :meth:`make_client` makes it, the others on the SDK's default HTTP client sharing one TLS
-        context, made as the HTTP library makes its default (loading the certificates takes
-        milliseconds a client; see :func:`_http_client_maker`)."""
-        first = self.make_client(api_key=api_key, base_url=base_url, timeout=timeout)
+        """``n`` SDK clients, each with a connection pool of its own: one as :meth:`make_client`
+        makes it; several on the SDK's default HTTP client, all sharing one TLS context, made as
+        the HTTP library makes its default (loading the certificates takes tens of milliseconds:
+        once a process, as for one client; see :func:`_http_client_maker`)."""
         http = _http_client_maker(self.sdk()) if n > 1 else None
-        return (first,) + tuple(
+        return tuple(
             self.make_client(
                 api_key=api_key,
                 base_url=base_url,
                 timeout=timeout,
                 http_client=None if http is None else http(),
             )
-            for _ in range(n - 1)
+            for _ in range(n)
         )
 
     @abstractmethod
