@@ -4,7 +4,9 @@
 the SDK joins again into the same JSON, and wraps the answer in a response object that is read
 back as JSON. The call now goes through the SDK client's ``post``: the same URL, headers, key,
 API version and error classes; ``None`` fields are left out as before; fields the SDK does not
-know travel as they are; the cache key of a call is unchanged."""
+know travel as they are; the cache key of a call is unchanged. A body of plain JSON is encoded
+as the SDK encodes it and posted as ``content=``: the same bytes, without the SDK's walk over
+the body (a copy of every nested value, in Python)."""
 
 from __future__ import annotations
 
@@ -84,3 +86,53 @@ def test_an_error_answer_raises_the_sdk_error_as_before() -> None:
         client = _client(server)
         with pytest.raises(anthropic.BadRequestError, match="bad request"):
             asyncio.run(client.call(BODY, trial=0))
+
+
+def _posted(monkeypatch: pytest.MonkeyPatch, body: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The request the server got for ``body``, and the keyword arguments of each ``post``."""
+    posts: list[Any] = []
+    post = anthropic.AsyncAnthropic.post
+
+    async def spy(self: Any, path: str, **kwargs: Any) -> Any:
+        posts.append(kwargs)
+        return await post(self, path, **kwargs)
+
+    monkeypatch.setattr(anthropic.AsyncAnthropic, "post", spy)
+    with MessagesServer(handler=lambda request: message_reply([text_block("ok")])) as server:
+        asyncio.run(_client(server).call(body, trial=0))
+        [request] = server.requests
+    monkeypatch.undo()
+    return request, posts
+
+
+def test_a_plain_body_is_sent_as_the_bytes_the_sdk_would_send_without_its_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # post(body=) copies the whole body in Python (a walk over every nested value, for SDK
+    # objects, dates and files) before encoding it; a body of plain JSON is encoded as the SDK
+    # encodes it and posted as content=, so the server gets the very same bytes
+    body = {**BODY, "messages": [{"role": "user", "content": 'héllo \u2028 "q"'}], "t": 0.5}
+    fast, posts = _posted(monkeypatch, body)
+    assert [set(p) for p in posts] == [{"content", "cast_to"}]
+    monkeypatch.setattr("agentprop._modelapi.providers._wire_content", lambda c, b: None)
+    walked, posts = _posted(monkeypatch, body)
+    assert [set(p) for p in posts] == [{"body", "cast_to"}]
+    assert fast.body == walked.body
+    assert fast.json == {k: v for k, v in body.items() if v is not None}
+    skip = {"host", "idempotency-key"}  # a server of its own; a key of its own
+    assert {k: v for k, v in fast.headers.items() if k not in skip} == {
+        k: v for k, v in walked.headers.items() if k not in skip
+    }
+
+
+def test_a_body_the_sdk_must_prepare_is_still_posted_as_a_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # an SDK object is dumped by the SDK's own walk, as before
+    block = anthropic.types.TextBlock(type="text", text="hi")
+    body = {**BODY, "messages": [{"role": "user", "content": [block]}]}
+    request, posts = _posted(monkeypatch, body)
+    assert [set(p) for p in posts] == [{"body", "cast_to"}]
+    assert request.json["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]

@@ -112,6 +112,36 @@ def _sdk_kwargs(body: Mapping[str, Any], parameters: frozenset[str]) -> dict[str
     return kwargs
 
 
+class _NotWireJSON(Exception):
+    """A body value the SDK would prepare before encoding (a model, a date, a file, ...)."""
+
+
+def _not_wire_json(value: object) -> Any:
+    raise _NotWireJSON
+
+
+_WIRE_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_not_wire_json
+).encode
+"""The JSON text the SDKs send a body of plain JSON as (their encoder's options)."""
+
+
+def _wire_content(client: Any, body: Mapping[str, Any]) -> bytes | None:
+    """The bytes ``client.post`` would send for ``body`` (``None`` fields left out), when the
+    SDK would send them unchanged: a body of plain JSON and an SDK whose ``post`` takes
+    ``content=``. ``None`` otherwise (post the body).
+
+    ``post(body=...)`` first copies the whole body, walking every nested value in Python to
+    prepare SDK objects, dates and files (there are none in plain JSON), then encodes the copy
+    with these options: encoding it here sends the same bytes without that walk."""
+    if "content" not in _parameters(client, "post"):
+        return None
+    try:
+        return _WIRE_ENCODE({k: v for k, v in body.items() if v is not None}).encode()
+    except (_NotWireJSON, ValueError, TypeError):
+        return None
+
+
 def _http_client_maker(sdk: ModuleType) -> Callable[[], Any] | None:
     """A maker of the SDK's default async HTTP client (``DefaultAsyncHttpxClient``), all on one
     TLS context made by the HTTP library's own ``create_ssl_context()`` with its defaults (what
@@ -267,11 +297,16 @@ class _AnthropicMessages(Provider):
             # timeout, errors), as for Chat Completions: messages.create() only sorts the
             # fields into parameters and extra_body, which the SDK joins again into the same
             # JSON, and wraps the answer in a response object read back as JSON. None is left
-            # out, as before.
-            raw = await client.post(
-                "/v1/messages",
-                body={k: v for k, v in body.items() if v is not None},
-                cast_to=bytes,
+            # out, as before. A body of plain JSON goes as the bytes post(body=) would send.
+            content = _wire_content(client, body)
+            raw = (
+                await client.post("/v1/messages", content=content, cast_to=bytes)
+                if content is not None
+                else await client.post(
+                    "/v1/messages",
+                    body={k: v for k, v in body.items() if v is not None},
+                    cast_to=bytes,
+                )
             )
             data: dict[str, Any] = json.loads(raw)
             self.check_response(data)
