@@ -501,3 +501,23 @@ def test_a_stated_figure_is_one_no_tool_slot_or_context_holds() -> None:
     assert stated_figures({"estimated_amount": "£2,400"}, {"t": {"limit": 5000}}, {}) == ()
     assert stated_figures({}, {"t": {"total": 40.0, "fee": 45}}, {}) == ("60", "85")
     assert stated_figures({}, {"t": {"status": "active", "days": 10}}, {}) == ()
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_an_explored_message_has_a_stray_space_only_where_whitespace_put_it(name: str) -> None:
+    # a frame that prepends, a segment left out or an end mark dropped next to a space must
+    # not leave " Cancel my order ..." or "... go ahead ": only the whitespace family's own
+    # choice (leading, trailing, doubled, before the end mark) may
+    project = agentprop.load_project(ROOT / "examples" / name)
+    for scenario in project.scenarios():
+        space = ChoiceSpace(project, scenario)
+        for seed in range(4):
+            rng, decks = random.Random(seed), {}  # type: ignore[var-annotated]
+            for _ in range(DEFAULT_PER_PATH // 4):
+                choices = space.draw(rng, decks=decks)
+                for turn, message in zip(choices.turns, space.render(choices).messages):
+                    kinds = {dict(p)["kind"] for f, p in turn.steps if f == "whitespace"}
+                    where = (scenario.id, message, [f for f, _ in turn.steps])
+                    assert message == message.lstrip() or 1 in kinds, where
+                    assert message == message.rstrip() or 0 in kinds, where
+                    assert "  " not in message.strip() or kinds & {2, 3}, where

@@ -375,6 +375,42 @@ def test_punctuation() -> None:
     assert one("Refund $12.50", "punctuation", kind=0) == "Refund $12.50"
 
 
+def _ends_chosen(p: Paraphrase) -> tuple[bool, bool]:
+    """Whether the paraphrase's whitespace steps chose a leading / a trailing space."""
+    kinds = {s.kwargs["kind"] for s in p.transforms if s.name == "whitespace"}
+    return 1 in kinds, 0 in kinds
+
+
+def test_dropping_the_end_mark_takes_the_space_before_it() -> None:
+    # whitespace's "space before the end mark", then the mark dropped: the space it stood
+    # behind ended the message ("Yes, go ahead ") though no step chose a trailing space
+    steps = [("whitespace", {"kind": 3, "site": 0}), ("punctuation", {"kind": 0, "site": 0})]
+    assert apply_transforms("Yes, go ahead.", steps).text == "Yes, go ahead"
+    # a trailing space the whitespace family chose stays
+    chosen = [("whitespace", {"kind": 0, "site": 0}), ("punctuation", {"kind": 0, "site": 0})]
+    assert apply_transforms("Yes, go ahead.", chosen).text == "Yes, go ahead "
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("Yes, cancel it. Go ahead.", "en"),
+        ("是的，请提交。", "zh"),
+    ],
+)
+def test_a_paraphrase_starts_or_ends_with_a_space_only_where_whitespace_chose_it(
+    text: str, lang: str
+) -> None:
+    from agentprop.strategies._internal.variants import sample
+
+    drawn = sample(paraphrases(text, lang=lang, max_transforms=6), 100, seed_value=3)
+    assert len(drawn) > 60
+    for p in drawn:
+        lead, trail = _ends_chosen(p)
+        assert p.text == p.text.lstrip() or lead, (p.text, p.describe())
+        assert p.text == p.text.rstrip() or trail, (p.text, p.describe())
+
+
 def test_width_switches_chinese_punctuation() -> None:
     assert one("取消订单，谢谢！", "width", "zh", site=0) == "取消订单,谢谢！"
     assert one("取消订单，谢谢！", "width", "zh", site=1) == "取消订单，谢谢!"

@@ -112,7 +112,9 @@ def _punctuation(lang: Language, text: str, p: Params) -> str:
             return text
         if not _has_content(core[: end.start()]):
             return text
-        return lead + core[: end.start()] + trail
+        # a space that stood before the mark ("done ." from whitespace) goes with it: left
+        # behind, it would end the message with a space no family chose
+        return lead + core[: end.start()].rstrip() + trail
     if kind == 1:
         if end is not None:
             return text
