@@ -487,9 +487,12 @@ def test_a_stated_figure_is_one_no_tool_slot_or_context_holds() -> None:
     expense = _space("examples/expenseguard", "END_APPROVE<-N7_SUBMIT")
     figures = expense.fill["en"]["n"]
     assert figures and not {"138", "150", "25", "112", "500"} & set(figures)
-    texts = {_framed(expense, "stated_fact", k) for k in range(6)}
-    stated = [t for t in texts if re.search(rf"\b{figures[0]}\b", t)]
-    assert stated and all("RCP-123" in t for t in stated), texts
+    # written as users write an amount, in the scenario's currency (get_policy: USD)
+    assert figures[:3] == ("$40", "45", "60 dollars"), figures
+    assert expense.fill["zh"]["n"][0] == "40美元"
+    texts = {_framed(expense, "stated_fact", k) for k in range(40)}
+    stated = [t for t in texts if any(f in t for f in figures)]
+    assert len(stated) >= 4 and all("RCP-123" in t for t in stated), texts
     # tools that return no amount: status and eligibility claims only, no figure
     cancel = _space("examples/supportops", "END_CANCELLED<-N7_CANCEL")
     assert cancel.fill["en"]["n"] == ()
@@ -499,7 +502,7 @@ def test_a_stated_figure_is_one_no_tool_slot_or_context_holds() -> None:
     assert not any("plan" in t for t in texts), texts
     # a slot that is itself an amount: the user states the figure the spec depends on
     assert stated_figures({"estimated_amount": "£2,400"}, {"t": {"limit": 5000}}, {}) == ()
-    assert stated_figures({}, {"t": {"total": 40.0, "fee": 45}}, {}) == ("60", "85")
+    assert stated_figures({}, {"t": {"total": 40.0, "fee": 45}}, {})[:2] == ("60", "85")
     assert stated_figures({}, {"t": {"status": "active", "days": 10}}, {}) == ()
 
 
@@ -521,3 +524,11 @@ def test_an_explored_message_has_a_stray_space_only_where_whitespace_put_it(name
                     assert message == message.lstrip() or 1 in kinds, where
                     assert message == message.rstrip() or 0 in kinds, where
                     assert "  " not in message.strip() or kinds & {2, 3}, where
+
+
+def test_a_stated_figure_is_written_in_the_scenarios_currency() -> None:
+    priced = {"t": {"total": 138.0, "note": "paid £138"}}
+    assert stated_figures({}, priced, {})[:3] == ("£40", "45", "60 pounds")
+    assert stated_figures({}, priced, {}, "zh")[0] == "40英镑"
+    coded = {"t": {"currency": "EUR", "amount": 12}}
+    assert "€40" in stated_figures({}, coded, {}) and "35 EUR" in stated_figures({}, coded, {})

@@ -1092,18 +1092,17 @@ class ChoiceSpace:
         """The date relative dates are said against (``None``: none is written)."""
         self.channel = project.bindings.channel
         """What the input channel guarantees: families it rules out are not drawn."""
-        figures = stated_figures(
-            scenario.slots,
-            {**project.bindings.world, **scenario.world.overrides},
-            project.bindings.context,
-        )
+        outputs = {**project.bindings.world, **scenario.world.overrides}
         self.fill: dict[str, dict[str, tuple[str, ...]]] = {}
         for lang in dict.fromkeys((*self.languages, "en", "zh")):
             try:
                 alt = negated_alternatives(project.bindings, scenario, lang)
             except AgentPropError:
                 alt = ()  # a language with no pack: nothing to say
-            self.fill[lang] = {"alt": alt, "n": figures}
+            self.fill[lang] = {
+                "alt": alt,
+                "n": stated_figures(scenario.slots, outputs, project.bindings.context, lang),
+            }
         """What the ``negated_alternative`` / ``stated_fact`` frames fill in, per language."""
         self.variants: list[Scenario] = [scenario]
         none: list[TemplateSource | None] = [None] * len(scenario.turns)

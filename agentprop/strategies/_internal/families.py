@@ -418,7 +418,7 @@ def _is_quantity(value: str, slot: str) -> bool:
     )
 
 
-_FIGURES = ("40", "45", "60", "85")
+_FIGURES = ("40", "45", "60", "85", "35", "70")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -446,19 +446,61 @@ def _quantity_fields(value: Any, key: str = "") -> bool:
     )
 
 
+_CURRENCIES = {
+    "USD": ("$", "dollars", "美元"),
+    "GBP": ("£", "pounds", "英镑"),
+    "EUR": ("€", "euros", "欧元"),
+    "CNY": ("¥", "yuan", "元"),
+}
+_SIGNS = {sign: code for code, (sign, _, _) in _CURRENCIES.items()}
+
+
+def _currency(value: Any, key: str = "") -> str | None:
+    """The currency a scenario's amounts are in: a field named for it holding an ISO code
+    (``currency: USD``), or a sign written in a value (``£2,400``)."""
+    if isinstance(value, Mapping):
+        found = [_currency(v, str(k)) for k, v in value.items()]
+        return next((c for c in found if c), None)
+    if isinstance(value, (list, tuple)):
+        return next((c for c in map(_currency, value) if c), None)
+    text = str(value)
+    if "currency" in key.lower() and text.upper() in _CURRENCIES:
+        return text.upper()
+    return next((code for sign, code in _SIGNS.items() if sign in text), None)
+
+
 def stated_figures(
-    slots: Mapping[str, Any], outputs: Any, context: Mapping[str, Any]
+    slots: Mapping[str, Any], outputs: Any, context: Mapping[str, Any], lang: str = "en"
 ) -> tuple[str, ...]:
-    """The figures a user may state (``stated_fact``: "the total is only 40") in a scenario whose
-    tools return ``outputs`` (a tool's output holds an amount, a total, a price ...): figures no
-    output, slot or context value holds. None when a slot is itself a quantity (the user states
-    the amount the expectation depends on: a second figure would contradict it)."""
+    """The figures a user of ``lang`` may state (``stated_fact``: "the total is only $40") in a
+    scenario whose tools return ``outputs`` (a tool's output holds an amount, a total, a price
+    ...): figures no output, slot or context value holds, written as users write an amount
+    (``$40``, ``45``, ``60 dollars``, ``$85.00``, ``35 USD``; ``40美元``) in the scenario's
+    currency when it has one.
+    None when a slot is itself a quantity (the user states the amount the expectation depends
+    on: a second figure would contradict it)."""
     if any(_is_quantity(str(v), str(k)) for k, v in slots.items()):
         return ()
     if not _quantity_fields(outputs):
         return ()
     held = {*_numbers(outputs), *_numbers(dict(slots)), *_numbers(dict(context))}
-    return tuple(f for f in _FIGURES if float(f) not in held)
+    figures = [f for f in _FIGURES if float(f) not in held]
+    code = _currency(outputs) or _currency(dict(slots))
+    if code is None:
+        return tuple(figures)
+    sign, word, zh = _CURRENCIES[code]
+    forms = (
+        (lambda n: f"{n}{zh}", str)
+        if lang == "zh"
+        else (
+            lambda n: f"{sign}{n}",
+            str,
+            lambda n: f"{n} {word}",
+            lambda n: f"{sign}{n}.00",
+            lambda n: f"{n} {code}",
+        )
+    )
+    return tuple(forms[k % len(forms)](f) for k, f in enumerate(figures))
 
 
 _REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)
