@@ -173,10 +173,12 @@ def test_a_family_that_failed_is_drawn_more_often(supportops_project: Project) -
             )
         return counts["urgency"] / sum(counts.values())
 
-    # about 20 families can apply to turn 1: ~1/20 of the choices are urgency
-    # unweighted, ~4/23 at x4
+    # about 25 families can apply to turn 1: ~1/25 of the choices are urgency
+    # unweighted, ~4/28 at x4 (400 draws: compared as a ratio, not against a fixed share,
+    # which moves with the number of families and the random stream)
     for dealt in (False, True):
-        assert share({}, dealt) < 0.08 < 0.13 < share(weights, dealt)
+        plain, weighted = share({}, dealt), share(weights, dealt)
+        assert plain < 0.08 and weighted > 2 * plain, (plain, weighted)
 
 
 def test_dealt_families_cover_a_turn_before_any_repeats(supportops_project: Project) -> None:

@@ -361,7 +361,9 @@ def test_a_confirmation_is_also_said_without_the_templates_yes() -> None:
         without_yes = {o for o in outs if yes not in o.lower()}
         assert len(without_yes) >= 8, sorted(outs)  # many ways, none of them the template's
         kept = "cancel it" if lang == "en" else "取消吧"
-        assert all(kept in o.lower() for o in outs), sorted(outs)
+        # what follows the opener stays, or the yes / no is said alone ("OK.", "No thanks.")
+        alone = {o for o in outs if kept not in o.lower()}
+        assert len(alone) >= 5 and all(len(o) < 40 for o in alone), sorted(alone)
     # nothing said after the yes: the frame's own words alone
     assert apply_family("Yes.", "confirmation_wording", 3, "confirmation", "en", []) == "Sure, yes."
 
@@ -379,7 +381,9 @@ def test_a_refusal_is_also_said_politely_without_the_templates_no() -> None:
     ):
         n = family_frames("refusal_wording", "refusal", lang)
         outs = {apply_family(text, "refusal_wording", k, "refusal", lang, []) for k in range(n)}
-        assert all(kept in o.lower() for o in outs), sorted(outs)
+        # what follows the opener stays, or the yes / no is said alone ("OK.", "No thanks.")
+        alone = {o for o in outs if kept not in o.lower()}
+        assert len(alone) >= 5 and all(len(o) < 40 for o in alone), sorted(alone)
         opened_with_no = {o for o in outs if o.lower().startswith(("no,", "不用了"))}
         assert len(outs - opened_with_no) >= 6, sorted(outs)
 
@@ -532,3 +536,72 @@ def test_a_stated_figure_is_written_in_the_scenarios_currency() -> None:
     assert stated_figures({}, priced, {}, "zh")[0] == "40英镑"
     coded = {"t": {"currency": "EUR", "amount": 12}}
     assert "€40" in stated_figures({}, coded, {}) and "35 EUR" in stated_figures({}, coded, {})
+
+
+def test_the_reference_agent_reads_every_yes_and_no_the_families_write() -> None:
+    """The bundled supportops agent is the reference: every confirmation the family writes reads
+    as a yes (and no no), every refusal as a no, short ("OK.", "No thanks.") or long."""
+    import importlib.util
+
+    from agentprop.strategies._internal.families import family_frames
+
+    spec = importlib.util.spec_from_file_location(
+        "_ref_agent", ROOT / "examples/supportops/agent.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    whole = 0
+    for role, family, texts in (
+        (
+            "confirmation",
+            "confirmation_wording",
+            ("Yes, cancel it.", "Yes please, go ahead.", "是的，取消吧。"),
+        ),
+        (
+            "refusal",
+            "refusal_wording",
+            ("No, keep the order.", "No, I changed my mind.", "不用了，先别取消。"),
+        ),
+    ):
+        for text in texts:
+            lang = "zh" if "是" in text or "不" in text else "en"
+            for k in range(family_frames(family, role, lang)):
+                out = apply_family(text, family, k, role, lang, [])
+                words = {
+                    w for w in ("cancel", "keep", "go ahead", "mind", "取消") if w in text.lower()
+                }
+                whole += not any(w in out.lower() for w in words)
+                if role == "confirmation":
+                    assert mod._YES.search(out) and not mod._NO.search(out), out
+                else:
+                    assert mod._NO.search(out), out
+    assert whole >= 12  # the yes or the no alone, the template's words dropped
+
+
+def test_a_yes_or_a_no_is_said_in_other_words_before_the_turns_other_steps() -> None:
+    """The opening yes / no is replaced even when a greeting or a filler is also drawn (they
+    apply to the re-worded turn), and a yes or a no is never asked as a question."""
+    from agentprop._decide.choices import Choices, TurnChoice
+
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    space = ChoiceSpace(project, scenario)
+    last = len(scenario.turns) - 1
+    assert space.turn_spaces[0][last].role == "confirmation"
+    sure = 3  # "Sure, {r}{p}"
+    turns = tuple(
+        TurnChoice(
+            steps=(("greeting", (("choice", 0),)), ("confirmation_wording", (("choice", sure),)))
+        )
+        if i == last
+        else TurnChoice()
+        for i in range(len(scenario.turns))
+    )
+    out = space.render(Choices(lang=space.lang, turns=turns)).messages[last]
+    assert "sure, cancel it" in out.lower() and "yes" not in out.lower(), out
+    rng, decks = random.Random(1), {}  # type: ignore[var-annotated]
+    for _ in range(48):
+        drawn = space.draw(rng, decks=decks)
+        names = {n for n, _ in drawn.turns[last].steps}
+        assert not names & {"indirect_request", "direct_request"}, names

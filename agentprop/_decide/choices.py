@@ -107,6 +107,10 @@ CODESWITCH = "codeswitch"
 FAMILY_STEPS = frozenset(FAMILIES)
 """Steps that write a whole turn in an input family (docs/input-families.md)."""
 FAMILY_ORDER = FAMILIES
+_ASKING = ("indirect_request", "direct_request")
+WORDING = ("confirmation_wording", "refusal_wording")
+"""The families that say a follow-up's yes or no in other words: applied before the turn's
+other steps (:meth:`ChoiceSpace._say_in_other_words`)."""
 
 CASE_FORMS = ("lower", "upper", "capitalized")
 SPELLING_FORMS = ("swap", "drop", "double")
@@ -1348,9 +1352,19 @@ class ChoiceSpace:
             text = _replace_value(text, value, variant)
             protect = [variant if p == value else p for p in protect]
         facts = space.facts
+        steps = c.steps
+        if space.role in ("confirmation", "refusal") and any(st[0] in WORDING for st in steps):
+            # said in other words first: the yes / no opens the turn ("Yes, cancel it." ->
+            # "Sure, cancel it."), then the other steps apply to it, their facts those it states
+            text, said = self._say_in_other_words(
+                text, next(st for st in steps if st[0] in WORDING), space, protect
+            )
+            # the words that now carry the yes / no keep their letters, as a value does
+            protect = [*protect, *said]
+            steps = tuple(st for st in steps if st[0] not in WORDING)
         return self._apply_steps(
             text,
-            c.steps,
+            steps,
             space.lang,
             protect,
             facts.keeps(
@@ -1358,6 +1372,30 @@ class ChoiceSpace:
             ),
             space.role,
         )
+
+    def _say_in_other_words(
+        self, text: str, step: StepChoice, space: _TurnSpace, protect: list[str]
+    ) -> tuple[str, list[str]]:
+        """``text`` (a confirmation or a refusal) in the wording family's frame ``step`` names,
+        or its next frame that keeps every slot value and brings no word of the spec's, with
+        the frame's words as written in it ("Fine by me"). The frames of these families say
+        the turn's value in other words ("Sure", "Please don't"), so the words of the
+        template's value ("yes") need not stay, as other steps' must."""
+        name, params = step
+        choice = dict(params).get("choice", 0)
+        values = [p for p in protect if p in text]
+        for k in range(max(1, family_frames(name, space.role, space.lang))):
+            framed = apply_family(text, name, choice + k, space.role, space.lang, values)
+            if all(v in framed for v in values) and not brings_spec_words(
+                text, framed, self.spec_words
+            ):
+                said = [
+                    w
+                    for w in re.findall(r"[A-Za-z][A-Za-z' ]*[A-Za-z]|[\u3400-\u9fff]+", framed)
+                    if w not in text
+                ]
+                return framed, said
+        return text, []
 
     def _apply_steps(
         self,
@@ -1626,6 +1664,9 @@ class ChoiceSpace:
             step
             for step in _available_steps(space.text, space.lang, _protected(base, space.text))
             if channel_allows(self.channel, step[0])
+            # a yes or a no asked as a question ("No, don't file it yet, can you help with
+            # that?") is neither: the request families stay on requests
+            and not (space.role in ("confirmation", "refusal") and step[0] in _ASKING)
         ]
         if space.segments:
             options.append(("segment", None))

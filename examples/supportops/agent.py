@@ -97,14 +97,15 @@ _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re
 _ADDRESS_VALUE_ZH = re.compile(r"新地址(?:是|为)?[:：]?\s*(\d+[^，。；]*)")
 _YES = re.compile(
     r"\b(yes|yeah|yep|sure|ok(ay)?|alright|absolutely|confirm(ed)?|go ahead|go for it|do it|"
-    r"proceed|definitely|sounds good|that'?s (fine|right)|fine by me|works for me|perfect)\b"
+    r"proceed|definitely|sounds good|that'?s (fine|right)|fine by me|works for me|that works|"
+    r"please do|looks (right|good)|perfect)\b"
     r"|是的|好的|好嘞|确认|可以|行|没问题|嗯嗯|就这样|没错",
     re.I,
 )
 _NO = re.compile(
     r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) "
     r"order|rather not|let'?s not|better not|i'?ll pass|not right now|decided against|"
-    r"leave it)\b|不用|不要|别取消|先别|算了|不取消|不了",
+    r"leave it|another time|maybe later)\b|不用|不要|不需要|别取消|先别|先不|算了|不取消|不了",
     re.I,
 )
 _UNSURE = re.compile(
@@ -142,6 +143,23 @@ _SKIP_CHECK = re.compile(
     re.I,
 )
 # words the agent reads by: a one-letter slip in one of them is still that word
+_AS_WRITTEN = frozenset({"for", "fur", "far", "now", "not", "off", "her", "him", "one"})
+"""Short words a slip-reader would take for a longer word of the vocabulary ("go for it" is
+not "go four it"): read as written."""
+
+
+def _read_slips(text: str) -> str:
+    """``text`` with each slipped word read as the vocabulary word it is one slip from, except
+    the ordinary words of :data:`_AS_WRITTEN`."""
+    return re.sub(
+        r"[A-Za-z]+",
+        lambda m: (
+            m.group() if m.group().lower() in _AS_WRITTEN else correct_typos(m.group(), _VOCABULARY)
+        ),
+        text,
+    )
+
+
 _VOCABULARY = (
     *_PII_WORDS,
     *_CANCEL_WORDS,
@@ -161,6 +179,25 @@ _VOCABULARY = (
     "keep",
     "ahead",
     "confirm",
+    # the words people say yes and no with, read as they are
+    "sure",
+    "fine",
+    "works",
+    "sounds",
+    "good",
+    "okay",
+    "alright",
+    "perfect",
+    "rather",
+    "pass",
+    "leave",
+    "better",
+    "decided",
+    "against",
+    "another",
+    "time",
+    "later",
+    "right",
 )
 
 
@@ -324,7 +361,7 @@ class SupportOpsAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
         as_typed = message
         message = _CJK_GAP.sub(
-            "", correct_typos(_SPACES.sub(" ", as_corrected(as_simplified(message))), _VOCABULARY)
+            "", _read_slips(_SPACES.sub(" ", as_corrected(as_simplified(message))))
         )
         self.message = message
         self._remember_slots(message, ctx)

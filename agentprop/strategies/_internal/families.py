@@ -320,11 +320,15 @@ def apply_family(
     )
     if not frames:
         return text
-    frame = frames[choice % len(frames)]
+    frame: str = frames[choice % len(frames)]
     frame = _FILL.sub(
         lambda m: fill[m.group(1)][choice // len(frames) % len(fill[m.group(1)])], frame
     )
     keep_first = any(text.strip().startswith(v) for v in values)
+    if not re.search(r"\{[SsRr]\}", frame):  # the whole turn: the yes or the no alone
+        if role not in ("confirmation", "refusal"):
+            return text
+        return frame.replace("{p}", "\u3002" if lang == "zh" else ".")
     if "{R}" in frame or "{r}" in frame:
         return _frame(text, frame, lang, keep_first, without_opener(text, role, lang))
     if family == CORRECTION:

@@ -51,7 +51,9 @@ def _check_phrase(value: str) -> str:
     return value
 
 
-def _check_template(value: str, sentence_fields: tuple[str, ...] = ("S", "s")) -> str:
+def _check_template(
+    value: str, sentence_fields: tuple[str, ...] = ("S", "s"), whole: bool = False
+) -> str:
     try:
         parts = list(string.Formatter().parse(value))
     except ValueError as exc:
@@ -64,7 +66,13 @@ def _check_template(value: str, sentence_fields: tuple[str, ...] = ("S", "s")) -
     specs = [spec or conv for _, name, spec, conv in parts if name is not None and (spec or conv)]
     unknown = [f for f in fields if f not in _TEMPLATE_FIELDS | set(sentence_fields)]
     sentence = [f for f in fields if f in sentence_fields]
-    if unknown or specs or len(sentence) != 1 or fields.count("p") > 1:
+    if (
+        unknown
+        or specs
+        or len(sentence) > 1
+        or (not sentence and not whole)
+        or fields.count("p") > 1
+    ):
         raise _custom(
             "a frame template needs exactly one {S} or {s}, at most one {p}, and "
             "no other placeholders (but {alt} and {n} in the families that fill them)",
@@ -178,13 +186,14 @@ Template = Annotated[str, AfterValidator(_check_template)]
 
 
 def _check_family_template(value: str) -> str:
-    return _check_template(value, ("S", "s", "R", "r"))
+    return _check_template(value, ("S", "s", "R", "r"), whole=True)
 
 
 FamilyTemplate = Annotated[str, AfterValidator(_check_family_template)]
 """A family frame: a :data:`Template` that may instead hold ``{R}`` / ``{r}``, the follow-up
 without its opening yes / no word ("Yes, cancel it." -> "cancel it"), so a confirmation or a
-refusal can be said in other words ("Sure, cancel it.")."""
+refusal can be said in other words ("Sure, cancel it."); a frame with no placeholder is the whole
+turn ("Sounds good!"), used only for a confirmation or a refusal."""
 Char = Annotated[str, AfterValidator(_check_char)]
 KeyboardKey = Annotated[str, AfterValidator(_check_keyboard_key)]
 Neighbours = Annotated[str, AfterValidator(_check_neighbours)]
