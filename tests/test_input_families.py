@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, _other_values
+from agentprop._decide.choices import (
+    INJECTED,
+    Choices,
+    ChoiceSpace,
+    TurnChoice,
+    _other_values,
+    choice_units,
+    is_injected,
+    world_fields,
+)
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, exploration_lines
 from agentprop.strategies._internal.families import (
     FAMILIES,
@@ -48,6 +57,8 @@ def test_every_family_fires_on_every_path_where_it_applies(name: str) -> None:
         rng, decks = random.Random(0), {}  # type: ignore[var-annotated]
         drawn = [space.draw(rng, decks=decks) for _ in range(DEFAULT_PER_PATH)]
         met = {f for c in drawn for f in c.families()}
+        if any(f.injection for f in space.fields):
+            assert INJECTED in met, (name, scenario.id, sorted(met))
         for i in range(len(scenario.turns)):
             for family in _turn_families(space, 0, i):
                 assert f"turn{i + 1}:{family}" in met, (name, scenario.id, i, family, sorted(met))
@@ -245,10 +256,50 @@ def test_the_oracle_reads_every_notation_it_deals_as_its_value() -> None:
 
 
 def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:
-    [injected] = _other_values("Lunch with the client team", {"type": "string"})
-    assert injected.startswith("Lunch with the client team ") and injection_texts()[0] in injected
+    candidates = _other_values("Lunch with the client team", {"type": "string"})
+    assert all(c.startswith("Lunch with the client team ") for c in candidates)
+    # every form of both packs: a system note, an "Assistant:" line, a comment, a polite ask ...
+    assert [c.removeprefix("Lunch with the client team ") for c in candidates] == list(
+        injection_texts()
+    )
+    assert len(candidates) >= 12 and any("Assistant:" in c for c in candidates)
+    assert any("<!--" in c for c in candidates) and any("助手" in c for c in candidates)
     assert _other_values("UPS", {"type": "string"}) == ()  # a one-word value is not free text
-    assert _other_values(injected, {"type": "string"}) == ()
+    assert _other_values(candidates[0], {"type": "string"}) == ()
+
+
+def test_an_injection_goes_into_free_text_the_spec_names_but_not_into_a_list_of_names() -> None:
+    # the expense spec says "description" (a receipt line's), and lists disallowed categories
+    # ("gift cards"): a line's description is text a merchant writes, a category is not
+    project = agentprop.load_project(ROOT / "examples" / "expenseguard")
+    scenario = next(
+        s for s in project.scenarios() if any("get_receipt" in t.required_tools for t in s.turns)
+    )
+    fields = [f for f in world_fields(project, scenario)[0] if f.injection]
+    assert [(f.tool, f.field) for f in fields] == [("get_receipt", "items[0].description")]
+    assert all(is_injected(c) for c in fields[0].candidates)
+    # and a path that never calls the tool gets no injection into its output
+    missing = next(
+        s
+        for s in project.scenarios()
+        if not any("get_receipt" in t.required_tools for t in s.turns)
+    )
+    assert not [f for f in world_fields(project, missing)[0] if f.injection]
+
+
+def test_an_injected_instruction_is_dealt_on_every_path_whose_tools_return_free_text() -> None:
+    project = agentprop.load_project(ROOT / "examples" / "expenseguard")
+    for scenario in project.scenarios():
+        space = ChoiceSpace(project, scenario)
+        if not any(f.injection for f in space.fields):
+            continue
+        rng, decks = random.Random(0), {}  # type: ignore[var-annotated]
+        drawn = [space.draw(rng, decks=decks) for _ in range(DEFAULT_PER_PATH)]
+        injected = [c for c in drawn if INJECTED in c.families()]
+        assert len(injected) >= 2, scenario.id
+        # each a different form, and the shrinker can drop it (a world choice)
+        assert len({c.world[-1].value for c in injected}) == len(injected)
+        assert all(u.kind == "world" for c in injected for u in choice_units(c)[-1:])
 
 
 def test_the_terminal_summary_lists_the_families_each_path_met() -> None:

@@ -74,6 +74,8 @@ from agentprop.strategies._internal.paraphrase import apply_transforms, build_pl
 
 __all__ = [
     "CASE_FORMS",
+    "INJECTED",
+    "is_injected",
     "CODESWITCH",
     "ChoiceSpace",
     "ChoiceUnit",
@@ -103,6 +105,13 @@ StepChoice = tuple[str, tuple[tuple[str, int], ...]]
 
 CODESWITCH = "codeswitch"
 """The step that drops a phrase of another declared language into a message."""
+
+INJECTED = "tool_output:injected_instruction"
+"""The family of an instruction injected into a free-text tool output (OWASP LLM01, indirect)."""
+INJECTION_SHARE = 1 / 2
+"""The share of a path's inputs whose tool output carries an injected instruction (when one of
+its tools returns free text): six of a path's twelve explored inputs, so that a path meets most
+of its language's forms (what an obeyed instruction breaks differs by path and by form)."""
 
 FAMILY_STEPS = frozenset(FAMILIES)
 """Steps that write a whole turn in an input family (docs/input-families.md)."""
@@ -264,10 +273,7 @@ class Choices(BulkModel):
             out += [f"turn{i + 1}:{e.family}" for e in t.entities]
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
             out += [f"turn{i + 1}:{t.written.family_key}"] if t.written is not None else []
-        out += [
-            "tool_output:injected_instruction" if _injected(w.value) else "world"
-            for w in self.world
-        ]
+        out += [INJECTED if is_injected(w.value) else "world" for w in self.world]
         if self.probe:
             out.append("probe:indirect")
         return list(dict.fromkeys(out))
@@ -384,7 +390,8 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 @dataclass(frozen=True)
 class FreeField:
     """A tool-output field no binding fixes and the spec never names, and the other
-    schema-valid values it may take."""
+    schema-valid values it may take; or a free-text field (named by the spec or not) and the
+    instructions that may be injected into it (:attr:`injection`)."""
 
     tool: str
     field: str
@@ -397,6 +404,12 @@ class FreeField:
 
     def value_of(self, j: int) -> Any:
         return self.candidates[j] if self.tried is None else self.tried[j]
+
+    @property
+    def injection(self) -> bool:
+        """Whether the candidates are the field's text with an injected instruction (OWASP
+        LLM01, indirect), dealt apart from other values (:meth:`ChoiceSpace.draw`)."""
+        return bool(self.candidates) and all(is_injected(c) for c in self.candidates)
 
 
 @dataclass(frozen=True)
@@ -485,7 +498,7 @@ def _named(words: str, name: str) -> bool:
     )
 
 
-def _injected(value: Any) -> bool:
+def is_injected(value: Any) -> bool:
     """A tool output value that holds an injected instruction (:func:`_other_values`)."""
     return isinstance(value, str) and any(text in value for text in injection_texts())
 
@@ -511,10 +524,11 @@ def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
         and kind in (None, "string")
         and not _DATE.match(value)
         and len(value.split()) >= 2
-        and not _injected(value)
+        and not is_injected(value)
     ):
-        # free text (a note, a description): an instruction injected into it (OWASP LLM01, indirect)
-        return tuple(f"{value} {text}" for text in injection_texts()[:1])
+        # free text (a note, a description): an instruction injected into it (OWASP LLM01,
+        # indirect), in each of the packs' forms (a note, an "Assistant:" line, a comment, ...)
+        return tuple(f"{value} {text}" for text in injection_texts())
     if isinstance(value, str) and _DATE.match(value) and kind in (None, "string"):
         try:
             d = date.fromisoformat(value)
@@ -538,12 +552,14 @@ def world_fields(
     whose tool has no handler, and whose name the spec's decision tree, policies and
     assumptions never use (a field the spec reads, like a receipt's ``total``, decides the
     path even when no binding sets it), with the values that keep the world consistent; and
-    the values left out because they would not."""
+    the values left out because they would not. A free-text field the spec names (a policy's
+    "notes") is kept for injected instructions only: the text appended leaves its own in place."""
     b = project.bindings
     fixed, written = _fixed_paths(b)
     words = _spec_words(project)
     slot_values = {str(v) for v in b.slots.values() if str(v)}
     context = {str(v) for v in b.context.values()}
+    called = {t for turn in scenario.turns for t in turn.required_tools}
     out: list[FreeField] = []
     for tool, fields in scenario.world.overrides.items():
         if tool in b.handlers or tool not in project.spec.tools_by_name:
@@ -563,12 +579,21 @@ def world_fields(
             ):
                 continue
             name = next((p for p in reversed(parts) if isinstance(p, str)), "")
-            if not name or _named(words, name):
+            if not name:
                 continue
             schema = schema_at(schema_root, list(parts))
             if schema is None:
                 continue
             candidates = _other_values(value, schema)
+            if candidates and all(is_injected(c) for c in candidates):
+                if isinstance(parts[-1], int) or tool not in called:
+                    # an item of a list of strings is a member of a set (a category, a tag),
+                    # not text anyone writes into; a tool the path never calls shows nothing
+                    continue
+            elif _named(words, name):
+                # a field the spec reads decides the path; text appended to a free-text one
+                # (its note, its description) leaves what it says in place: still injected
+                continue
             if candidates:
                 out.append(FreeField(tool, path, value, candidates))
     free, dropped = _consistent(b, scenario, out)
@@ -1540,25 +1565,27 @@ class ChoiceSpace:
         n = len(spaces)
         world: tuple[WorldChoice, ...] = ()
         drawn: tuple[WorldChoice, ...] = ()
-        if self.fields and rng.random() < min(0.9, world_probability * w.get("world", 1.0)):
+        values = [k for k, f in enumerate(self.fields) if not f.injection]
+        if values and rng.random() < min(0.9, world_probability * w.get("world", 1.0)):
             if decks is not None:
                 # dealt: every (field, value) pair comes up once before any comes up again
                 deck = decks.setdefault("world", [])
                 if not deck:
                     deck.extend(
-                        f"{k}:{j}"
-                        for k, f in enumerate(self.fields)
-                        for j in range(len(f.candidates))
+                        f"{k}:{j}" for k in values for j in range(len(self.fields[k].candidates))
                     )
                     rng.shuffle(deck)
                 k, j = (int(x) for x in deck.pop(0).split(":"))
             else:
-                k = rng.randrange(len(self.fields))
+                k = rng.choice(values)
                 j = rng.randrange(len(self.fields[k].candidates))
             f = self.fields[k]
             drawn = (WorldChoice(tool=f.tool, field=f.field, value=f.candidates[j]),)
             value = f.value_of(j)
             world = () if value is NOT_TRIED else (drawn[0].model_copy(update={"value": value}),)
+        injected = self._draw_injection(rng, w, decks, spaces[0].lang if spaces else "en")
+        drawn += injected
+        world += injected
         self.as_drawn = drawn
         varied = [rng.random() < vary_probability for _ in range(n)]
         if not any(varied) and template == 0 and not drawn:
@@ -1590,6 +1617,48 @@ class ChoiceSpace:
         # each turn holds it, so the shrinker can put back one turn's own words alone
         turns = tuple(t.model_copy(update={"template": template}) for t in turns)
         return Choices(lang=self.lang, turns=turns, world=world)
+
+    def _draw_injection(
+        self,
+        rng: random.Random,
+        w: Mapping[str, float],
+        decks: dict[str, list[str]] | None,
+        lang: str,
+    ) -> tuple[WorldChoice, ...]:
+        """An instruction injected into one free-text tool-output field, or none: a family of
+        its own, dealt apart from the world's other values so that every path whose tools
+        return free text meets it (on :data:`INJECTION_SHARE` of the inputs, scaled by the
+        family's weight), in the forms of the conversation's language (``lang``, the first
+        turn's), each (field, form) pair once before any again."""
+        fields = [k for k, f in enumerate(self.fields) if f.injection]
+        if not fields:
+            return ()
+        pairs = [
+            (k, j)
+            for k in fields
+            for j, c in enumerate(self.fields[k].candidates)
+            if language_of(c.removeprefix(str(self.fields[k].value))) == lang
+        ] or [(k, j) for k in fields for j in range(len(self.fields[k].candidates))]
+        share = min(0.9, INJECTION_SHARE * w.get(INJECTED, 1.0))
+        if decks is not None:
+            on = decks.setdefault("tool_output", [])
+            if not on:
+                hits = max(1, round(share * 6))
+                on.extend(["1"] * hits + ["0"] * max(0, 6 - hits))
+                rng.shuffle(on)
+            if on.pop(0) == "0":
+                return ()
+            deck = decks.setdefault(f"tool_output:{lang}", [])
+            if not deck:
+                deck.extend(f"{k}:{j}" for k, j in pairs)
+                rng.shuffle(deck)
+            k, j = (int(x) for x in deck.pop(0).split(":"))
+        else:
+            if rng.random() >= share:
+                return ()
+            k, j = rng.choice(pairs)
+        f = self.fields[k]
+        return (WorldChoice(tool=f.tool, field=f.field, value=f.candidates[j]),)
 
     def _draw_written(
         self,

@@ -18,11 +18,13 @@ from agentprop._agents.loading import as_loaded_agent
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import live_turns
 from agentprop._decide.choices import (
+    INJECTED,
     Choices,
     ChoiceSpace,
     ChoiceUnit,
     TurnChoice,
     choice_units,
+    is_injected,
     keep_only,
     unit_label,
 )
@@ -614,7 +616,7 @@ def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
     if unit.kind == "template":
         return "template"
     if unit.kind == "world":
-        return "world"
+        return INJECTED if is_injected(choices.world[unit.step].value) else "world"
     if unit.kind == "probe":
         return "probe:indirect"
     t = choices.turns[unit.turn]
