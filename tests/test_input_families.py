@@ -656,3 +656,18 @@ def test_a_yes_or_a_no_is_said_in_other_words_before_the_turns_other_steps() -> 
         drawn = space.draw(rng, decks=decks)
         names = {n for n, _ in drawn.turns[last].steps}
         assert not names & {"indirect_request", "direct_request"}, names
+
+
+def test_a_frame_after_a_sentence_that_ends_on_a_word_value_is_applied() -> None:
+    # "... country: US." ends on a value with no visible end of its own; the end mark ends it,
+    # so a sentence put after it ("US. The total is ...") does not read as part of the value
+    expense = _space("examples/expenseguard", "END_REJECT<-N6_DECIDE")
+    text = expense.scenario.messages[0]
+    assert text.endswith("US."), text
+    out = _framed(expense, "stated_fact", 4)
+    assert out.startswith(text + " The total is only $40"), out
+    # without an end mark the value would run on: a word put right after it is still refused
+    from agentprop._decide.choices import TurnFacts
+
+    keeps = TurnFacts().keeps("Renew Dune.", ["Dune"], [])
+    assert not keeps("Renew Dune asap.", ["urgency"]) and keeps("Renew Dune. Thanks!", ["closing"])

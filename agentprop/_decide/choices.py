@@ -851,9 +851,17 @@ def _template_words(template: str) -> Counter[str]:
 
 def _next_token(text: str, end: int) -> str:
     """What follows position ``end`` of ``text``: the marks and spaces up to the next word,
-    exactly, and that word (lower case); the end of the text reads ``""``."""
+    exactly, and that word (lower case); the end of the text reads ``""``. A sentence's end
+    mark ends it: what follows the mark and a space is another sentence ("US. It's $40." reads
+    "US." as "US." alone does), so it reads as the mark alone."""
+    ended = _SENTENCE_END.match(text, end)
+    if ended is not None:
+        return ended.group()
     m = re.match(r"([^A-Za-z0-9\u3400-\u9fff]*)([A-Za-z0-9\u3400-\u9fff]*)", text[end:])
     return (m.group(1) + m.group(2).lower()) if m else ""
+
+
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s+\S)|[\u3002\uff01\uff1f]+(?=\S)")
 
 
 def _anchored(text: str, anchor: str) -> Counter[str]:
