@@ -805,6 +805,51 @@ def test_async_agent_blocking_its_loop_is_still_timed_out(supportops_spec: Spec)
     assert trace.tool_names() == ["get_account"]
 
 
+class StartsALoop:
+    """A sync agent class whose constructor starts an event loop of its own, with fault knobs."""
+
+    FAULTS = {"slow": "never used"}
+
+    def __init__(self, faults: dict[str, float] | None = None) -> None:
+        self.ready = asyncio.run(_ready())
+
+    def turn(self, message: str, ctx: TurnContext) -> None:
+        respond(ctx, message=str(self.ready))
+
+
+async def _ready() -> str:
+    await asyncio.sleep(0)
+    return "ready"
+
+
+@pytest.mark.parametrize("timeout", [60.0, None])
+def test_a_sync_factory_function_may_start_an_event_loop_of_its_own(
+    supportops_spec: Spec, timeout: float | None
+) -> None:
+    # a factory that is a plain sync function (or agentprop's fault-knob factory around a
+    # class) was called on the running loop: asyncio.run raised "cannot be called from a
+    # running event loop" and every run failed as the agent's
+    from agentprop._agents.loading import make_factory
+
+    threads: list[threading.Thread] = []
+
+    def make_agent() -> Any:
+        threads.append(threading.current_thread())
+        asyncio.run(_ready())
+
+        def agent(message: str, ctx: TurnContext) -> None:
+            respond(ctx, message=asyncio.run(_ready()))  # in the turn too
+
+        return agent
+
+    for factory in (make_agent, make_factory(StartsALoop, {"slow": 0.0}).factory):
+        trace = run(supportops_spec, factory, ["hi", "again"], turn_timeout_s=timeout)
+        assert kinds(trace) == [], trace.all_errors()
+        assert [t.response["user_message"] for t in trace.turns if t.response] == ["ready"] * 2
+    # built in the caller's thread (its thread-local state at hand), the loop set aside
+    assert threads == [threading.main_thread()]
+
+
 # ----------------------------------------------------------------------------- the returned trace
 
 

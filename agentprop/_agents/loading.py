@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentprop._agents.runtime import AgentFactory
+from agentprop._agents.runtime import BUILDS, AgentFactory
 from agentprop._scenario.build import load_object
 from agentprop._util.refs import did_you_mean
 from agentprop.errors import InputError, InvalidArgument
@@ -216,6 +216,8 @@ def make_factory(
 
         def factory() -> Any:
             return obj(faults=faults)
+
+        setattr(factory, BUILDS, obj)  # built as obj itself is (runtime._build)
 
     elif _takes_two_positional(obj) and not inspect.isclass(obj):
 

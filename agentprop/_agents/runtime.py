@@ -499,16 +499,52 @@ def _needs_own_loop(agent: object, fn: Callable[..., Any]) -> bool:
     return is_async(fn) and not _agentprops(fn, *type(agent).__mro__)
 
 
-def _sync_agent_class(factory: AgentFactory) -> bool:
-    """Whether ``factory`` is a user's agent class (or a ``functools.partial`` of one) whose
-    turns are sync: its constructor then runs as its turns do, with no loop of agentprop's
-    around it, so it too may start a loop of its own (``asyncio.run``)."""
+BUILDS = "_agentprop_builds"
+"""The attribute by which a factory agentprop wrapped around a user's class or function (a
+fault-knob factory: ``Agent(faults=...)``) names it (see :func:`_built_from`)."""
+
+
+def _built_from(factory: AgentFactory) -> object:
+    """What ``factory`` builds its agent from: a ``functools.partial``'s function, the class or
+    function a factory of agentprop's wraps (:data:`BUILDS`), else the factory itself."""
     made = factory.func if isinstance(factory, functools.partial) else factory
+    wrapped = _hook(made, BUILDS)
+    return made if wrapped is None else wrapped
+
+
+def _sync_agent_class(factory: AgentFactory) -> bool:
+    """Whether ``factory`` builds a user's agent class whose turns are sync: its constructor
+    then runs as its turns do, with no loop of agentprop's around it, so it too may start a
+    loop of its own (``asyncio.run``)."""
+    made = _built_from(factory)
     if not inspect.isclass(made) or _agentprops(*made.__mro__[:-1]):
         return False
     turn = getattr(made, "turn", None)
     # the class's own __call__ (the instances' turn), not type's
     return not is_async(turn if callable(turn) else made.__call__)  # noqa: B004
+
+
+def _sync_factory_function(factory: AgentFactory) -> bool:
+    """Whether ``factory`` is a user's sync function (not a class, not ``async``, not
+    agentprop's own): it is called as a sync agent class is built (:func:`_build`)."""
+    made = _built_from(factory)
+    return (
+        callable(made)
+        and not inspect.isclass(made)
+        and not is_async(made)
+        and not _agentprops(made, type(made))
+    )
+
+
+def _build(factory: AgentFactory) -> Agent:
+    """The agent ``factory`` makes. A user's sync agent class, or a user's sync factory
+    function, is called in this thread with the loop set aside (:func:`call_off_loop`), so it
+    may start a loop of its own (``asyncio.run``) as its sync turns may; no thread hop, which
+    a run of a trivial agent would pay for. Anything else (an async agent's class, agentprop's
+    own factories) is built on the loop, where its loop-bound clients belong."""
+    if _sync_agent_class(factory) or _sync_factory_function(factory):
+        return call_off_loop(factory)
+    return factory()
 
 
 async def _run_turn(
@@ -860,8 +896,8 @@ async def arun_conversation(
     ``turn_timeout_s``. A sync
     agent's turns run on one worker thread for the whole conversation, so that a turn stuck
     past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline, with the loop
-    set aside. Either way they, and a user's sync agent class as it is built, may start a loop
-    of their own (``asyncio.run``)."""
+    set aside. Either way they, and a user's sync agent class or sync factory function as it
+    builds the agent (:func:`_build`), may start a loop of their own (``asyncio.run``)."""
     trace = Trace(
         case_id=case_id,
         trial=trial,
@@ -872,9 +908,7 @@ async def arun_conversation(
     )
     started = time.perf_counter()
     try:
-        agent = (
-            call_off_loop(agent_factory) if _sync_agent_class(agent_factory) else agent_factory()
-        )
+        agent = _build(agent_factory)
         fn = _turn_callable(agent)
     except BaseException as exc:  # the factory itself is agent code
         error = (
