@@ -45,6 +45,7 @@ from agentprop._cli.options import (
     suite_parent,
 )
 from agentprop._util import aio
+from agentprop._util.heap import freeze_more, frozen_heap
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -467,7 +468,10 @@ def check_turn_timeout(seconds: float) -> float:
 def command(args: argparse.Namespace, out: TextIO) -> int:
     ctrl_c = CtrlC()  # from the header line on (agentprop._cli.ctrl_c)
     try:
-        return _command(args, out, ctrl_c)
+        # what the run loads lives as long as it: no full collection need walk it (see
+        # agentprop._util.heap)
+        with frozen_heap():
+            return _command(args, out, ctrl_c)
     finally:
         ctrl_c.restore()
 
@@ -600,6 +604,7 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
     if recorder is not None and shard is not None:
         recorder.set_shard(shard_info(project, agent, settings, shard))
     try:
+        freeze_more()  # the SDK, the project and the agent, loaded since
         with recording(recorder):
             report = aio.run(run_all())  # not asyncio.run: see agentprop._util.aio
     finally:
