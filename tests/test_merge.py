@@ -91,6 +91,28 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch, files: set[Path]) -> Iterat
         yield passes
 
 
+TERM_DURING_TOP_UP = """
+import os, signal, sys
+
+from agentprop._cli import main
+from agentprop._pipeline import merge_topup
+
+redecide = merge_topup.redecide_case
+sent = []
+
+
+async def signalled(*args, **kwargs):
+    if not sent:  # the top-up has started: the CI runner cancels the job
+        sent.append(os.kill(os.getpid(), signal.SIGTERM))
+    return await redecide(*args, **kwargs)
+
+
+merge_topup.redecide_case = signalled
+sys.exit(main(sys.argv[1:]))
+"""
+"""``agentprop run ARGS...`` in a process that sends itself SIGTERM as the top-up starts."""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The unsharded run (``all``) and its 3 shards (``s1``..``s3``), each in its own process."""
@@ -506,6 +528,36 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     argv = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), str(cut)]
     assert main(argv, out=io.StringIO(), err=err) == 2
     assert f"the records in {cut} do not hold every run of the top-up" in err.getvalue()
+
+    # SIGTERM while the top-up runs (a CI job cancelled) ends it as it ends any run: the
+    # reports written (the shards' merge, saying the top-up is not in it), exit 143; its trial
+    # records kept, unfinished, so a later merge does not take them for a finished top-up
+    (tmp_path / "term.py").write_text(TERM_DURING_TOP_UP)
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    argv += ["--records", str(tmp_path / "top-term"), "--json", str(tmp_path / "term.json")]
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "term.py"), *argv],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 143, done.stdout + done.stderr
+    assert "interrupted by SIGTERM: the pooled top-up of P2_AUTH_GATE was not finished" in (
+        done.stdout
+    )
+    term = json.loads((tmp_path / "term.json").read_text())
+    assert term["metrics"]["extra"]["merge"]["not_recomputed"] == [
+        "the pooled top-up of P2_AUTH_GATE (interrupted)"
+    ]
+    assert [c["verdict"] for c in term["cases"]] == [c["verdict"] for c in whole["cases"]]
+    assert any(r.type == "decision" for r in read_records(tmp_path / "top-term"))
+    assert not (tmp_path / "top-term" / REPORT_FILE).exists()
+    err = io.StringIO()
+    argv = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), str(tmp_path / "top-term")]
+    assert main(argv, out=io.StringIO(), err=err) == 2
+    assert "did not finish" in err.getvalue()
 
     # a command that is not the shards' is refused, naming what differs
     err = io.StringIO()

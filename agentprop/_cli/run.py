@@ -343,6 +343,7 @@ def _top_up_shards(
     budget: Budget,
     settings: RunSettings,
     out: TextIO,
+    ctrl_c: CtrlC,
 ) -> int:
     """``--top-up-shards DIR...``: the shards of this run merged (as ``agentprop merge``), with
     the pooled top-up an unsharded run makes made here, with this run's agent and budget; the
@@ -378,6 +379,7 @@ def _top_up_shards(
                 fix="give the shards' own command (the same spec, bindings, agent, faults, "
                 "options and --seed) with --top-up-shards DIR... in place of --shard i/N",
             )
+    ctrl_c.install()  # a signal from here on: as in the rest of `agentprop run`
     print(
         f"agentprop {__version__}: merging {run.info.count} shard(s) of {project.spec.spec_id} "
         f"with agent {agent.ref}, topping up as the unsharded run does",
@@ -386,7 +388,14 @@ def _top_up_shards(
     recorder = open_records(args.records, replace=args.replace_records) if args.records else None
     if recorder is not None:  # recorded like a shard's, as shard 0: `agentprop merge` takes it
         recorder.set_shard(mine.model_copy(update={"index": 0}))
-    top_up = merged_top_up(run, agent, budget, concurrency=settings.concurrency)
+    top_up = merged_top_up(
+        run,
+        agent,
+        budget,
+        concurrency=settings.concurrency,
+        attach=ctrl_c.attach,
+        detach=ctrl_c.detach,
+    )
     try:
         with recording(recorder):
             merged = merge_reports(
@@ -397,12 +406,31 @@ def _top_up_shards(
             recorder.close()
         if model_agent is not None:
             aio.run(model_agent.aclose())
-    merged.report.metrics.extra["budget"] = budget.snapshot().model_dump()
-    if recorder is not None:
+    snapshot = budget.snapshot()
+    merged.report.metrics.extra["budget"] = snapshot.model_dump()
+    stopped = [n for n in merged.not_recomputed if n.endswith("(interrupted)")]
+    if recorder is not None and not stopped:
         from agentprop._pipeline.merge_report import write_shard_report
 
         write_shard_report(recorder.directory, merged.report)  # last: the top-up finished
-    return report_merged(merged, args, out)
+    code = report_merged(merged, args, out)
+    if not ctrl_c.pressed:
+        return code
+    by = "" if ctrl_c.signum == signal.SIGINT else f" by {ctrl_c.name}"
+    if stopped:
+        print(
+            f"interrupted{by}: {stopped[0].removesuffix(' (interrupted)')} was not finished "
+            f"({snapshot.runs} runs started, ${snapshot.usd:.4f} spent"
+            + (f"; its trial records are in {recorder.directory}" if recorder is not None else "")
+            + "); the reports above hold the shards' merge without it",
+            file=out,
+        )
+    else:
+        print(
+            f"interrupted{by}: after the top-up was made; the reports above hold the whole run",
+            file=out,
+        )
+    return ctrl_c.exit_code
 
 
 def report_merged(merged: MergedReport, args: argparse.Namespace, out: TextIO) -> int:
@@ -533,7 +561,7 @@ def _command(args: argparse.Namespace, out: TextIO, ctrl_c: CtrlC) -> int:
         shard=shard,
     )
     if args.top_up_shards:
-        return _top_up_shards(args, project, agent, model_agent, budget, settings, out)
+        return _top_up_shards(args, project, agent, model_agent, budget, settings, out, ctrl_c)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     ctrl_c.install()
     print(

@@ -47,7 +47,14 @@ from agentprop.errors import InputError
 if TYPE_CHECKING:
     from agentprop._agents.project import Project
 
-__all__ = ["MergedReport", "TopUp", "merge_reports", "shard_traces", "write_shard_report"]
+__all__ = [
+    "MergedReport",
+    "TopUp",
+    "TopUpInterrupted",
+    "merge_reports",
+    "shard_traces",
+    "write_shard_report",
+]
 
 TopUp = Callable[
     ["Project", list[CaseReport], dict[str, tuple[Scenario, CheckResult]]],
@@ -56,6 +63,12 @@ TopUp = Callable[
 """The pooled top-up of the merged cases: the cases (topped-up ones replaced, ``checks`` updated)
 and, per policy topped up, the runs it added and why it stopped short
 (:func:`agentprop._pipeline.run.top_up_policies`)."""
+
+
+class TopUpInterrupted(Exception):
+    """Raised by a :data:`TopUp` stopped before it finished (a signal cancelled it): the merged
+    report then stands on the shards' runs, and says the top-up is not in it."""
+
 
 TOP_UP_SKIPPED = "policies are not topped up to a pooled claim (their cases span shards)"
 """The note a shard's report carries when it skipped the pooled top-up (see ``arun_cases``)."""
@@ -669,18 +682,30 @@ def merge_reports(
     short = _would_top_up(project, cases, checks) if skipped else []
     topped: dict[str, tuple[int, str | None]] = {}
     top_up_info: dict[str, Any] | None = None
+    interrupted = False
     resampled = (0, 0)
     if short and top_up is not None:  # made here, as the unsharded run makes it
         before = {c.id: c.runs for c in cases}
         sampled = _sampled(cases)
-        cases, topped = top_up(project, cases, checks)
-        kept, omitted = _sampled(cases)
-        resampled = (kept - sampled[0], omitted - sampled[1])
-        more = {c.id: c.runs - before[c.id] for c in cases if c.runs > before.get(c.id, c.runs)}
-        top_up_info = {"policies": short, "cases": sorted(more), "runs": sum(more.values())}
-        short = []
+        try:
+            cases, topped = top_up(project, cases, checks)
+        except TopUpInterrupted:
+            interrupted = True
+        else:
+            kept, omitted = _sampled(cases)
+            resampled = (kept - sampled[0], omitted - sampled[1])
+            more = {c.id: c.runs - before[c.id] for c in cases if c.runs > before.get(c.id, c.runs)}
+            top_up_info = {"policies": short, "cases": sorted(more), "runs": sum(more.values())}
+            short = []
     claims = policy_claims(project, cases, checks, per_case=per_case, topped=topped)
-    if short:  # (when no policy needed it, the claims are the unsharded run's)
+    if short and interrupted:
+        not_recomputed.append(f"the pooled top-up of {', '.join(short)} (interrupted)")
+        problems.append(
+            f"merged shards: the pooled top-up of {', '.join(short)} was interrupted before it "
+            "finished, so their claims stand on the shards' runs only; make it again with the "
+            "same command and a fresh --records directory"
+        )
+    elif short:  # (when no policy needed it, the claims are the unsharded run's)
         not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
         problems.append(
             f"merged shards: the shards skipped the pooled top-up of {', '.join(short)} (a "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ from agentprop._decide.records import (
 )
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.merge import MergedRun
-from agentprop._pipeline.merge_report import TopUp
+from agentprop._pipeline.merge_report import TopUp, TopUpInterrupted
 from agentprop._pipeline.run import (
     TopUpRuns,
     case_lanes,
@@ -63,12 +64,17 @@ def merged_top_up(
     concurrency: int = 1,
     replay: dict[str, tuple[DecisionStart, list[TrialLine], Path]] | None = None,
     decisions: dict[str, tuple[DecisionStart, list[TrialLine], Path]] | None = None,
+    attach: Callable[[], None] | None = None,
+    detach: Callable[[], None] | None = None,
 ) -> TopUp:
     """The top-up of the merged ``run`` with ``agent`` (the run's own, checked by the caller to
     be the shards'), booked in ``budget``; what :func:`~agentprop._pipeline.merge_report.
     merge_reports` calls when its shards skipped a top-up an unsharded run makes. ``replay``:
     per case, a recorded top-up's decision of it, whose runs are put back into the memo too;
-    ``decisions``: the shards' final decisions, when already read (:func:`_final_decisions`)."""
+    ``decisions``: the shards' final decisions, when already read (:func:`_final_decisions`).
+    ``attach``/``detach`` are called as the top-up's task starts and ends (the CLI's signal
+    handling: a signal in between cancels it, and it raises
+    :class:`~agentprop._pipeline.merge_report.TopUpInterrupted`)."""
 
     def top_up(
         project: Project,
@@ -101,9 +107,18 @@ def merged_top_up(
             )
 
         async def go() -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
-            return await top_up_policies(project, cases, checks, redecide, budget)
+            if attach is not None:
+                attach()
+            try:
+                return await top_up_policies(project, cases, checks, redecide, budget)
+            finally:
+                if detach is not None:
+                    detach()
 
-        return aio.run(go())
+        try:
+            return aio.run(go())
+        except asyncio.CancelledError:
+            raise TopUpInterrupted from None
 
     return top_up
 
