@@ -68,9 +68,15 @@ def test_each_guarantee_rules_out_exactly_its_forms() -> None:
     )
     assert channel_allows_form(iso, "2400", "kilo") and channel_allows_form(iso, "O-1001", "lower")
     written = ChannelBinding(
-        dates="as_written", numbers="as_written", ids="as_written", typos=False
+        dates="as_written", numbers="as_written", ids="as_written", places="as_written", typos=False
     )
     assert not any(channel_allows_form(written, "2026-11-20", f) for f in NOTATION_FORMS)
+    assert not any(channel_allows_form(written, "RCP-123", f) for f in ("id_space", "id_joined"))
+    assert not channel_allows_form(written, "4242", "card_masked")
+    assert not channel_allows_form(written, "US", "country_dotted")
+    case_only = ChannelBinding(ids="any_case")
+    assert channel_allows_form(case_only, "RCP-123", "lower")
+    assert not channel_allows_form(case_only, "RCP-123", "id_space")
     assert not channel_allows_form(written, "O-1001", "lower") and channel_allows_form(
         written, "engineer", "capitalized"
     )
@@ -188,8 +194,9 @@ def test_a_bad_channel_declaration_exits_2_with_its_file_and_line(
 
 def test_the_templates_own_notation_keeps_half_of_the_notation_deck(tmp_path: Path) -> None:
     # a date written ISO in the template stays ISO on half of the draws of the template that
-    # holds it; each other notation comes up once per round, as often as any other
-    project_dir = _quickstart(tmp_path, "")
+    # holds it; each other notation comes up once per round, as often as any other (the order
+    # id's separators are kept, so the date's notations are the only cards of the deck)
+    project_dir = _quickstart(tmp_path, "channel:\n  ids: any_case\n")
     text = (project_dir / "agentprop.yaml").read_text(encoding="utf-8")
     text = text.replace("  order_id: O-1001\n", '  order_id: O-1001\n  placed: "2026-11-20"\n')
     text = text.replace(

@@ -217,9 +217,9 @@ def test_a_notation_reads_back_as_the_same_value() -> None:
     assert notation_variant("20 November 2026", "date_iso") == "2026-11-20"
     assert notation_variant("2024-03-05", "date_slash_dmy") is None  # 05/03 reads two ways
     assert notation_variant("2024-03-25", "date_slash_mdy") == "03/25/2024"
-    # an id or a year keeps its characters: no separators, no k
+    # a year keeps its characters: no separators, no k; an id's separator is typed as users do
     assert notation_forms("1001", "order_id") == ("fullwidth",)
-    assert notation_forms("O-1001", "order_id") == ()
+    assert notation_forms("O-1001", "order_id") == ("id_space", "id_joined")
     assert "grouped" not in notation_forms("2024", "year")
     # dates: every notation that reads one way only; a slash date only when its day is past 12
     assert notation_forms("2024-03-25") == (
@@ -671,3 +671,98 @@ def test_a_frame_after_a_sentence_that_ends_on_a_word_value_is_applied() -> None
 
     keeps = TurnFacts().keeps("Renew Dune.", ["Dune"], [])
     assert not keeps("Renew Dune asap.", ["urgency"]) and keeps("Renew Dune. Thanks!", ["closing"])
+
+
+def test_a_date_is_also_said_relative_to_today_a_month_back_and_without_its_year() -> None:
+    # claimdesk-like: an incident 11 days before the context's today; "11 days ago" and "the
+    # 20th of last month" were not written (relative dates stopped at a week), nor "20 November"
+    today = date(2026, 12, 1)
+    said = {
+        f: notation_variant("20 November 2026", f, "incident_date", today) for f in NOTATION_FORMS
+    }
+    assert said["relative"] == "11 days ago" and said["relative_zh"] == "11天前"
+    assert said["relative_month"] == "the 20th of last month"
+    assert said["relative_month_zh"] == "上个月20号"
+    assert said["date_yearless"] == "20 November" and said["date_yearless_zh"] == "11月20日"
+    assert said["date_yearless_month_day"] == "November 20"
+    assert notation_variant("2026-11-17", "relative", "", today) == "two weeks ago"
+    assert notation_variant("2026-12-03", "relative_month", "", today) is None  # not yet
+    assert notation_variant("2026-12-05", "date_yearless", "", today) is None  # reads 2025
+    assert notation_variant("2026-05-20", "date_yearless", "", today) is None  # half a year
+    assert notation_variant("2026-10-20", "relative", "", today) is None  # more than a month
+    assert notation_variant("2026-11-20", "date_yearless") is None  # no today: no such date
+
+
+def test_an_id_is_typed_with_a_space_or_no_separator_in_any_case() -> None:
+    from agentprop._decide.choices import Choices, EntityChoice, TurnChoice
+    from agentprop._judge.grounded import _Sources
+
+    assert notation_variant("RCP-123", "id_space", "receipt_id") == "RCP 123"
+    assert notation_variant("RCP-123", "id_joined", "receipt_id") == "RCP123"
+    assert notation_variant("12 Oak St", "id_space", "new_address") is None
+    project = agentprop.load_project(ROOT / "examples" / "expenseguard")
+    scenario = next(s for s in project.scenarios() if "RCP-123" in s.messages[0])
+    space = ChoiceSpace(project, scenario)
+    both = (
+        EntityChoice(slot="receipt_id", form="id_space"),
+        EntityChoice(slot="receipt_id", form="lower"),
+    )
+    written = space.render(Choices(turns=(TurnChoice(entities=both),)))
+    assert "rcp 123" in written.messages[0], written.messages[0]
+    sources = _Sources()
+    sources.add_text("Submit my expense for receipt RCP 123.")
+    assert sources.has_id("RCP-123") and not sources.has_id("RCP-124")
+
+
+def test_the_last_four_digits_of_a_card_are_also_written_masked() -> None:
+    assert notation_variant("4242", "card_masked", "last4") == "**** 4242"
+    assert notation_variant("7781", "card_masked_full", "bank_last4") == "**** **** **** 7781"
+    assert notation_variant("4242", "card_masked_x", "last4") == "XXXX-XXXX-XXXX-4242"
+    assert not any(f.startswith("card_") for f in notation_forms("94107", "zip"))
+    assert not any(f.startswith("card_") for f in notation_forms("4242", "amount"))
+
+
+def test_a_country_code_is_also_written_dotted_as_a_longer_code_or_by_name() -> None:
+    from agentprop._decide.choices import value_forms
+
+    said = {f: notation_variant("US", f, "country") for f in NOTATION_FORMS}
+    assert said["country_dotted"] == "U.S." and said["country_code3"] == "USA"
+    assert said["country_name"] == "United States" and said["country_zh"] == "美国"
+    assert notation_variant("UK", "country_code3", "country") is None  # nobody writes GBR
+    assert notation_forms("US", "currency_code") == ()
+    assert "country_zh" not in value_forms("country", "US", "en")
+    assert "country_dotted" not in value_forms("country", "US", "zh")
+
+
+def test_a_small_count_is_also_written_in_words_and_grounds_its_number() -> None:
+    from agentprop._judge.grounded import _number_set
+
+    assert notation_variant("6", "count_words", "plan_months") == "six"
+    assert notation_variant("6", "count_words_zh", "plan_months") == "六"
+    assert notation_variant("2", "count_words_zh", "nights") == "两"
+    assert notation_variant("12", "count_words_zh", "months") == "十二"
+    assert notation_variant("6", "count_words", "amount") is None  # an amount keeps its digits
+    assert notation_variant("6", "count_words", "order_id") is None
+    assert notation_variant("1", "count_words", "months") is None  # "one" reads as a word too
+    assert 6.0 in _number_set("over six months") and 6.0 in _number_set("分 六 个月")
+    assert 1.0 not in _number_set("a one-off payment")
+
+
+def test_a_relative_date_takes_no_preposition_and_a_dotted_code_ends_a_sentence_once() -> None:
+    # "A pipe burst on 11 days ago" and "country: U.S.." are no one's writing
+    from agentprop._decide.choices import Choices, EntityChoice, TurnChoice
+
+    project = agentprop.load_project(ROOT / "benchmarks" / "_reach_zoo" / "claimdesk")
+    scenario = next(s for s in project.scenarios() if " on 20 November 2026" in s.messages[0])
+    space = ChoiceSpace(project, scenario)
+    for form, said in (("relative", " 11 days ago"), ("relative_month", " on the 20th of last")):
+        turn = TurnChoice(entities=(EntityChoice(slot="incident_date", form=form),))
+        rest = tuple(TurnChoice() for _ in scenario.turns[1:])
+        text = space.render(Choices(turns=(turn, *rest))).messages[0]
+        assert said in text and " on 11" not in text, text
+    project = agentprop.load_project(ROOT / "examples" / "expenseguard")
+    scenario = next(s for s in project.scenarios() if s.messages[0].endswith("country: US."))
+    space = ChoiceSpace(project, scenario)
+    turn = TurnChoice(entities=(EntityChoice(slot="country", form="country_dotted"),))
+    rest = tuple(TurnChoice() for _ in scenario.turns[1:])
+    assert space.render(Choices(turns=(turn, *rest))).messages[0].endswith("country: U.S.")

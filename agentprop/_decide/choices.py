@@ -122,6 +122,8 @@ WORDING = ("confirmation_wording", "refusal_wording")
 other steps (:meth:`ChoiceSpace._say_in_other_words`)."""
 
 CASE_FORMS = ("lower", "upper", "capitalized")
+ID_SEP_FORMS = ("id_space", "id_joined")
+"""An id's separator typed as a space or left out (``RCP 123``, ``RCP123``)."""
 SPELLING_FORMS = ("swap", "drop", "double")
 
 
@@ -152,9 +154,29 @@ class EntityChoice(BulkModel):
         )
 
 
-_ZH_ONLY_FORMS = ("fullwidth", "date_zh", "relative_zh")
+_ADVERB_FORMS = ("relative", "relative_month")
+"""Notations that say a date as an adverb ("yesterday", "11 days ago"): the preposition the
+template puts before the value ("on {date}") is left out."""
+_ZH_ONLY_FORMS = (
+    "fullwidth",
+    "date_zh",
+    "date_yearless_zh",
+    "relative_zh",
+    "relative_month_zh",
+    "country_zh",
+    "count_words_zh",
+)
 """Notations only a Chinese turn writes a value in."""
-_NOT_ZH_FORMS = ("relative",)
+_NOT_ZH_FORMS = (
+    "relative",
+    "relative_month",
+    "date_yearless",
+    "date_yearless_month_day",
+    "country_code3",
+    "country_dotted",
+    "country_name",
+    "count_words",
+)
 """Notations a Chinese turn does not write a value in (it says 去年, not "last year")."""
 
 
@@ -1368,13 +1390,17 @@ class ChoiceSpace:
         if gone and marked is not None and has_free(marked):
             text = render_free(marked, gone, space.lang)
         protect = _protected(base, text)
+        written: dict[str, str] = {}
+        """A slot's value as an earlier entity choice wrote it: a letter case applies to an id
+        typed with another separator ("rcp 123")."""
         for e in c.entities:
-            value = str(base.slots.get(e.slot, ""))
+            own = str(base.slots.get(e.slot, ""))
             allowed = (
-                entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang, self.today)
-                if value
+                entity_forms(e.slot, own) + value_forms(e.slot, own, space.lang, self.today)
+                if own
                 else ()
             )
+            value = written.get(e.slot, own)
             variant = (
                 entity_variant(value, e.form, e.site, e.slot, self.today)
                 if value and e.form in allowed
@@ -1382,8 +1408,14 @@ class ChoiceSpace:
             )
             if variant is None or _value_pattern(value).search(text) is None:
                 continue
+            if e.form in _ADVERB_FORMS and not re.match(r"the\b", variant):
+                # "yesterday", "11 days ago" take no preposition: not "on 11 days ago"
+                text = re.sub(rf"\b(?:[Oo]n|[Ii]n|[Aa]t)\s+(?={re.escape(value)})", "", text)
             text = _replace_value(text, value, variant)
+            if variant.endswith("."):  # "country: U.S." ends the sentence once, not "U.S.."
+                text = text.replace(variant + ".", variant)
             protect = [variant if p == value else p for p in protect]
+            written[e.slot] = variant
         facts = space.facts
         steps = c.steps
         if space.role in ("confirmation", "refusal") and any(st[0] in WORDING for st in steps):
@@ -1799,10 +1831,12 @@ class ChoiceSpace:
                     if name == "spelling"
                     else NOTATION_FORMS
                 )
+                # a letter case also applies to an id typed with another separator ("rcp 123")
+                taken = {e.slot for e in entities if name != "case" or e.form not in ID_SEP_FORMS}
                 open_ = [
                     (slot, [f for f in forms if f in forms_of])
                     for slot, _, forms in space.entities
-                    if slot not in {e.slot for e in entities}
+                    if slot not in taken
                 ]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
                 if open_ and name == "notation" and form_deck is not None:

@@ -134,9 +134,36 @@ def numbers_in(text: str) -> list[float]:
     return [v for v, _, _ in _stated_numbers(text)]
 
 
+_COUNT_WORDS = {
+    w: float(n)
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+    if n >= 2
+}
+_COUNT_WORD = re.compile(r"(?<![A-Za-z-])(" + "|".join(_COUNT_WORDS) + r")(?![A-Za-z])", re.I)
+_ZH_DIGITS = {c: n for n, c in enumerate("零一二三四五六七八九")} | {"两": 2}
+_ZH_COUNT = re.compile(
+    r"(十[一二三四五六七八九]?|二十|[两二三四五六七八九])\s?(?:个月|个|天|周|年|期|晚|位|张|次)"
+)
+
+
+def _count_words(text: str) -> set[float]:
+    """Counts a source writes in words: "six" months, 六个月, 十二期 (2 to 20)."""
+    out = {_COUNT_WORDS[m.group(1).lower()] for m in _COUNT_WORD.finditer(text)}
+    for m in _ZH_COUNT.finditer(text):
+        w = m.group(1)
+        n = 20 if w == "二十" else 10 + _ZH_DIGITS.get(w[1:], 0) if w[0] == "十" else _ZH_DIGITS[w]
+        out.add(float(n))
+    return out
+
+
 @functools.lru_cache(maxsize=16384)
 def _number_set(text: str) -> frozenset[float]:
-    return frozenset(v for v, _, _ in _stated_numbers(text))
+    """The numbers a source states, counts written in words among them (a user's "six"
+    grounds a reply's 6)."""
+    return frozenset(v for v, _, _ in _stated_numbers(text)) | _count_words(text)
 
 
 @functools.lru_cache(maxsize=64)
@@ -616,7 +643,9 @@ class _Sources:
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
-        pattern = re.compile(re.escape(token), re.I)
+        # users type an id's separator as a space or leave it out: "RCP 123" grounds RCP-123
+        parts = [re.escape(p) for p in re.split(r"[-_]", token)]
+        pattern = re.compile(r"[-_ ]?".join(parts) if all(parts) else re.escape(token), re.I)
         return any(_whole_spans(t, pattern, hyphen=True, first=True) for t in self.texts)
 
     def withdrawn_in(self, stated: str) -> int | None:

@@ -275,9 +275,13 @@ class ChannelBinding(_Strict):
     numbers: Literal["any", "as_written"] = "any"
     """``as_written``: amounts and numbers arrive as the templates write them (no separators
     added or taken out, no ``2.4k``, no full-width digits)."""
-    ids: Literal["any_case", "as_written"] = "any_case"
-    """``as_written``: ids (a value with letters and digits) arrive in the
-    templates' letter case."""
+    ids: Literal["any", "any_case", "as_written"] = "any"
+    """``any_case``: ids (a value with letters and digits) arrive with the templates'
+    separators (``RCP-123``, never ``RCP 123`` or ``RCP123``; an id box); ``as_written``: also
+    in the templates' letter case."""
+    places: Literal["any", "as_written"] = "any"
+    """``as_written``: a country arrives as the templates write it (a drop-down: no ``U.S.``,
+    ``USA`` or ``United States`` for ``US``)."""
     corrections: bool = True
     """``false``: a message never takes back a value it stated (a form, not free text)."""
     typos: bool = True

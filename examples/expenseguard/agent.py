@@ -80,8 +80,11 @@ _ASSUMED_POLICY: dict[str, Any] = {
     "disallowed": ["alcohol", "tobacco"],
 }
 
+# users type an id's separator as a space or leave it out (RCP 123, RCP123): read as RCP-123
 _RECEIPT_ID = re.compile(
-    r"\b(RCP-[A-Za-z0-9]+)\b|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*([A-Z0-9]+-[A-Z0-9]+)\b",
+    r"\b(RCP)(?:-([A-Za-z0-9]+)|\s?(\d[A-Za-z0-9]*))\b"
+    r"|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*"
+    r"(?:([A-Z0-9]+)-([A-Z0-9]+)|([A-Z]+)\s?(\d[A-Z0-9]*))\b",
     re.I,
 )
 _ROLE = re.compile(
@@ -92,9 +95,12 @@ _NOT_ROLES = {"bit", "little", "new", "few", "lot", "quick", "question", "reimbu
 _COUNTRY_NAMES: dict[str, str] = {
     "united states": "US",
     "usa": "US",
+    "u.s.a.": "US",
+    "u.s.": "US",
     "us": "US",
     "america": "US",
     "united kingdom": "UK",
+    "u.k.": "UK",
     "uk": "UK",
     "gb": "UK",
     "great britain": "UK",
@@ -122,7 +128,7 @@ _COUNTRY_NAMES: dict[str, str] = {
 _COUNTRY = re.compile(
     r"\b(?:country(?:\s+is)?\s*:?|based\s+in|located\s+in|living\s+in|in)\s+(?:the\s+)?("
     + "|".join(sorted((re.escape(k) for k in _COUNTRY_NAMES), key=len, reverse=True))
-    + r")\b",
+    + r")(?![A-Za-z])",
     re.I,
 )
 # words the agent reads by: a one-letter slip in one of them is still that word
@@ -187,7 +193,11 @@ def parse_request(message: str) -> dict[str, str]:
     ``receipt_id`` (only those present)."""
     out: dict[str, str] = {}
     if m := _RECEIPT_ID.search(message):
-        out["receipt_id"] = (m.group(1) or m.group(2)).upper()
+        if m.group(1):
+            prefix, number = m.group(1), m.group(2) or m.group(3)
+        else:
+            prefix, number = m.group(4) or m.group(6), m.group(5) or m.group(7)
+        out["receipt_id"] = f"{prefix}-{number}".upper()
     for m in _ROLE.finditer(message):
         word = m.group(1).lower()
         if word not in _NOT_ROLES:
@@ -348,7 +358,7 @@ class ExpenseGuardAgent:
         given = parse_request(message)
         if (
             "receipt_id" in given
-            and re.search(re.escape(given["receipt_id"]), message) is None
+            and given["receipt_id"].split("-")[0] not in message  # the prefix not in capitals
             and self._fault("receipt_id_case", ctx)
         ):
             del given["receipt_id"]  # written in lower case

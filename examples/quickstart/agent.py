@@ -12,7 +12,8 @@ import re
 from agentprop import TurnContext
 from agentprop.testing import as_corrected
 
-ORDER_ID = re.compile(r"\b([A-Z]-\d{3,})\b", re.IGNORECASE)  # users type o-1001 as often as O-1001
+# users type o-1001 as often as O-1001, and O 1001 or O1001 too
+ORDER_ID = re.compile(r"\b([A-Z])[- ]?(\d{3,})\b", re.IGNORECASE)
 
 
 class OrderAgent:
@@ -27,7 +28,7 @@ class OrderAgent:
                 user_message="Which order do you mean? Please give its id.",
             )
             return
-        order = ctx.call("get_order", order_id=found.group(1).upper())
+        order = ctx.call("get_order", order_id=found.group(1).upper() + "-" + found.group(2))
         ctx.respond(
             node_id="END_ANSWERED",
             decision="ANSWERED",

@@ -88,9 +88,13 @@ _BILLING_WORDS = (
 )
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
 # numbers end where the digits end: Chinese text runs on without a space ("邮编 94107哈")
-_ORDER_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,3}-\d{3,})(?!\d)|#(\d+)")
+# an id's separator may be typed as a space or left out (O 1001, O1001): read as O-1001
+_ORDER_ID = re.compile(
+    r"(?<![A-Za-z0-9])(?!zip\b)([A-Za-z]{1,3})(?:-| ?)(\d{3,})(?!\d)|#(\d+)", re.I
+)
+# the last four digits, also as copied from a receipt or an app: **** 4242, XXXX-XXXX-XXXX-4242
 _LAST4 = re.compile(
-    r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})(?!\d)", re.I
+    r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,24}(\d{4})(?!\d)", re.I
 )
 _ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})(?!\d)", re.I)
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
@@ -340,7 +344,7 @@ class SupportOpsAgent:
 
     def _remember_slots(self, message: str, ctx: TurnContext) -> None:
         if m := _ORDER_ID.search(message):
-            order_id = m.group(1) or m.group(2)
+            order_id = f"{m.group(1)}-{m.group(2)}" if m.group(1) else m.group(3)
             if not (order_id != order_id.upper() and self._fault("order_id_case", ctx)):
                 self.slots["order_id"] = order_id.upper()
         last4, zip_code = _LAST4.search(message), _ZIP.search(message)

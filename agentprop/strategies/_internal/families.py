@@ -357,11 +357,30 @@ NOTATION_FORMS = (
     "date_slash_dmy",
     "date_slash_mdy",
     "date_zh",
+    "date_yearless",
+    "date_yearless_month_day",
+    "date_yearless_zh",
     "relative",
     "relative_zh",
+    "relative_month",
+    "relative_month_zh",
+    "id_space",
+    "id_joined",
+    "card_masked",
+    "card_masked_full",
+    "card_masked_x",
+    "country_dotted",
+    "country_code3",
+    "country_name",
+    "country_zh",
+    "count_words",
+    "count_words_zh",
 )
-"""An id keeps its characters (``O-1001`` is not written ``O 1001``: the tool is called with
-what the user wrote), so ids have no notation but letter case."""
+"""How a value is written: numbers, dates (absolute, yearless, relative), ids (``RCP 123`` and
+``RCP123`` for ``RCP-123``: users type an id's separator as a space or leave it out; an agent
+reads it back), the last digits of a card written masked (``**** 4242``), a country code
+written dotted, as a longer code, by name (``U.S.``, ``USA``, ``United States``, ``美国``), and a
+small count in words (``six``, ``六``)."""
 
 _AMOUNT = re.compile(r"^(?P<cur>[£$€¥]?)(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?$")
 _ID = re.compile(r"^(?P<a>[A-Za-z]{1,5})-(?P<b>\d{2,})$")
@@ -525,18 +544,38 @@ def reference_date(context: Mapping[str, Any]) -> date | None:
     return None
 
 
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _relative_month(d: date, today: date, zh: bool) -> str | None:
+    """``d`` by its day of this month or last month (``the 20th of last month``, ``上个月20号``),
+    when it is not after ``today``."""
+    if d > today:
+        return None
+    back = (today.year - d.year) * 12 + today.month - d.month
+    if back == 0:
+        return f"{d.day}号" if zh else f"the {_ordinal(d.day)} of this month"
+    if back == 1:
+        return f"上个月{d.day}号" if zh else f"the {_ordinal(d.day)} of last month"
+    return None
+
+
 def _relative(value: str, slot: str, today: date, zh: bool) -> str | None:
     """``value`` said relative to ``today``: a day within a week of it, this or last month, this
     or last year (a bare year or month only in a slot named for a period: 4242 is no year)."""
     d = _parse_date(value)
     if d is not None:
         n = (d - today).days
-        en = {0: "today", -1: "yesterday", 1: "tomorrow"}
-        cn = {0: "今天", -1: "昨天", 1: "明天", -2: "前天", 2: "后天"}
+        en = {0: "today", -1: "yesterday", 1: "tomorrow", -7: "a week ago", -14: "two weeks ago"}
+        cn = {0: "今天", -1: "昨天", 1: "明天", -2: "前天", 2: "后天", -7: "一周前", -14: "两周前"}
         if zh:
-            return cn.get(n) or (f"{-n}天前" if -7 <= n < 0 else f"{n}天后" if 0 < n <= 7 else None)
+            return cn.get(n) or (
+                f"{-n}天前" if -31 <= n < 0 else f"{n}天后" if 0 < n <= 31 else None
+            )
         return en.get(n) or (
-            f"{-n} days ago" if -7 <= n < 0 else f"in {n} days" if 0 < n <= 7 else None
+            f"{-n} days ago" if -31 <= n < 0 else f"in {n} days" if 0 < n <= 31 else None
         )
     if not _PERIOD_SLOT.search(slot):
         return None
@@ -555,6 +594,90 @@ def _relative(value: str, slot: str, today: date, zh: bool) -> str | None:
     return None
 
 
+def _yearless(d: date, form: str, today: date) -> str | None:
+    """``d`` without its year, when it is the most recent such date not after ``today`` and
+    within half a year of it (the one way a yearless date of a past event reads)."""
+    if not 0 <= (today - d).days < 183:
+        return None
+    if form == "date_yearless":
+        return f"{d.day} {d.strftime('%B')}"
+    if form == "date_yearless_month_day":
+        return f"{d.strftime('%B')} {d.day}"
+    return f"{d.month}月{d.day}日"
+
+
+_EN_COUNT = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+_ZH_COUNT = "零一两三四五六七八九十"
+_COUNT_SLOT = re.compile(
+    r"month|week|day|year|night|hour|count|quantity|qty|number_of|num_|guests|people|persons|"
+    r"seats|tickets|items|instal|term|duration|passengers|adults|children|rooms|copies",
+    re.I,
+)
+
+
+def _count_words(value: str, slot: str, zh: bool) -> str | None:
+    """A count of 2 to 20 (a slot named for one: ``plan_months``, ``nights``) in words."""
+    if not re.fullmatch(r"\d{1,2}", value) or not _COUNT_SLOT.search(slot):
+        return None
+    if _QUANTITY_WORDS.search(slot.lower()) or re.search(r"id|code|last|digit|pin", slot, re.I):
+        return None
+    n = int(value)
+    if not 2 <= n <= 20:
+        return None
+    if not zh:
+        return _EN_COUNT[n]
+    if n <= 10:
+        return _ZH_COUNT[n]
+    return "二十" if n == 20 else "十" + ("二" if n == 12 else _ZH_COUNT[n - 10])
+
+
+_CARD_SLOT = re.compile(r"last.?4|last.?four|card|ending|last_digits", re.I)
+
+
+def _card(value: str, slot: str, form: str) -> str | None:
+    """The last four digits of a card or account written as users copy them from a receipt or
+    an app: masked (``**** 4242``, ``**** **** **** 4242``, ``XXXX-XXXX-XXXX-4242``)."""
+    if not re.fullmatch(r"\d{4}", value) or not _CARD_SLOT.search(slot):
+        return None
+    if form == "card_masked":
+        return f"**** {value}"
+    if form == "card_masked_full":
+        return f"**** **** **** {value}"
+    return f"XXXX-XXXX-XXXX-{value}"
+
+
+_COUNTRIES: dict[str, tuple[str | None, str | None, str, str]] = {
+    # code: (dotted, longer code, name, Chinese name); only the forms users write
+    "US": ("U.S.", "USA", "United States", "美国"),
+    "UK": ("U.K.", None, "United Kingdom", "英国"),
+    "GB": ("U.K.", "UK", "United Kingdom", "英国"),
+    "DE": (None, None, "Germany", "德国"),
+    "FR": (None, None, "France", "法国"),
+    "CN": (None, "PRC", "China", "中国"),
+    "JP": (None, None, "Japan", "日本"),
+    "CA": (None, None, "Canada", "加拿大"),
+    "AU": (None, None, "Australia", "澳大利亚"),
+    "IN": (None, None, "India", "印度"),
+    "IE": (None, None, "Ireland", "爱尔兰"),
+    "ES": (None, None, "Spain", "西班牙"),
+    "IT": (None, None, "Italy", "意大利"),
+    "NL": (None, None, "the Netherlands", "荷兰"),
+    "SG": (None, None, "Singapore", "新加坡"),
+}
+_COUNTRY_FORMS = ("country_dotted", "country_code3", "country_name", "country_zh")
+
+
+def _country(value: str, slot: str, form: str) -> str | None:
+    """A country code (in a slot named for a country) written as users also write it."""
+    if not re.search(r"country|nation", slot, re.I) or value.upper() != value:
+        return None
+    names = _COUNTRIES.get(value)
+    return names[_COUNTRY_FORMS.index(form)] if names is not None else None
+
+
 def notation_variant(
     value: str, form: str, slot: str = "", today: date | None = None
 ) -> str | None:
@@ -567,6 +690,20 @@ def notation_variant(
     d = _parse_date(value)
     if form in ("relative", "relative_zh"):
         out = _relative(value, slot, today, form == "relative_zh") if today is not None else None
+    elif form in ("relative_month", "relative_month_zh"):
+        out = (
+            _relative_month(d, today, form == "relative_month_zh")
+            if d is not None and today is not None
+            else None
+        )
+    elif form.startswith("date_yearless"):
+        out = _yearless(d, form, today) if d is not None and today is not None else None
+    elif form.startswith("card_"):
+        out = _card(value, slot, form)
+    elif form.startswith("country_"):
+        out = _country(value, slot, form)
+    elif form in ("count_words", "count_words_zh"):
+        out = _count_words(value, slot, form == "count_words_zh")
     elif form.startswith("date_"):
         out = _date_form(d, form) if d is not None else None
     elif form in ("id_space", "id_joined"):
@@ -614,7 +751,19 @@ def notation_forms(value: str, slot: str = "", today: date | None = None) -> tup
 # ----------------------------------------------------------------------------- the channel
 
 _DATE_FORMS = tuple(f for f in NOTATION_FORMS if f.startswith("date_") or f.startswith("relative"))
-_NUMBER_FORMS = ("grouped", "ungrouped", "kilo", "fullwidth")
+_NUMBER_FORMS = (
+    "grouped",
+    "ungrouped",
+    "kilo",
+    "fullwidth",
+    "count_words",
+    "count_words_zh",
+    "card_masked",
+    "card_masked_full",
+    "card_masked_x",
+)
+_PLACE_FORMS = ("country_dotted", "country_code3", "country_name", "country_zh")
+_ID_SEP_FORMS = ("id_space", "id_joined")
 _CASE_FORMS = ("lower", "upper", "capitalized")
 _SLIP_FORMS = ("swap", "drop", "double")
 _ID_VALUE = re.compile(r"(?=.*[A-Za-z])(?=.*\d)")
@@ -628,7 +777,11 @@ def channel_allows_form(channel: ChannelBinding, value: str, form: str) -> bool:
     if form in _NUMBER_FORMS:
         return channel.numbers == "any"
     if form in _CASE_FORMS and _ID_VALUE.match(value):
-        return channel.ids == "any_case"
+        return channel.ids in ("any", "any_case")
+    if form in _ID_SEP_FORMS:
+        return channel.ids == "any"
+    if form in _PLACE_FORMS:
+        return channel.places == "any"
     if form in _SLIP_FORMS:
         return channel.typos
     return True
@@ -656,12 +809,18 @@ def channel_not_tried(channel: ChannelBinding) -> list[tuple[str, str]]:
     if channel.numbers == "as_written":
         out.append(
             (
-                "number notations (2,400 / 2400 / 2.4k / full-width digits)",
+                "number notations (2,400 / 2400 / 2.4k / full-width digits / six / **** 4242)",
                 "channel: numbers as_written",
             )
         )
     if channel.ids == "as_written":
-        out.append(("letter case of ids", "channel: ids as_written"))
+        out.append(("letter case and separators of ids", "channel: ids as_written"))
+    elif channel.ids == "any_case":
+        out.append(("separators of ids (RCP 123, RCP123)", "channel: ids any_case"))
+    if channel.places == "as_written":
+        out.append(
+            ("country names and codes (U.S. / USA / United States)", "channel: places as_written")
+        )
     if not channel.corrections:
         out.append(("corrections", "channel: corrections false"))
     if not channel.typos:
