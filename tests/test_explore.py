@@ -633,8 +633,9 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output(supportops_project: 
         supportops_project.base_dir,
         {"skip_auth_impatient": 1.0},
     )
-    # a seed whose four inputs hit the fault (the draws follow the free world fields)
-    settings = RunSettings(kinds=("explore",), seed=5, explore=4)
+    # a seed one of whose four inputs hits the fault (the draws follow the free world fields
+    # and the notations the turn's values have)
+    settings = RunSettings(kinds=("explore",), seed=2, explore=4)
     report = asyncio.run(
         arun_cases(
             supportops_project,
