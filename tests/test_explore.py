@@ -100,12 +100,12 @@ def test_every_explored_input_is_an_instance_of_its_scenario(name: str) -> None:
                 # a slot value the template variant writes is written verbatim, or re-typed
                 # as the turn's choices say (same characters, or one slip in a long word)
                 base = space.variants[0].messages[i]
-                retyped = {
-                    e.slot: entity_variant(
-                        str(scenario.slots[e.slot]), e.form, e.site, e.slot, space.today
-                    )
-                    for e in choices.turns[i].entities
-                }
+                retyped: dict[str, str] = {}
+                for e in choices.turns[i].entities:  # "rcp 123": a case on a re-spaced id
+                    own = retyped.get(e.slot, str(scenario.slots[e.slot]))
+                    variant = entity_variant(own, e.form, e.site, e.slot, space.today)
+                    if variant is not None:
+                        retyped[e.slot] = variant
                 for name, value in scenario.slots.items():
                     slot = str(value)
                     if slot in base and all(slot in v.messages[i] for v in space.variants):
@@ -218,7 +218,7 @@ def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words(
         c
         for c in report.cases
         if c.verdict in ("FAIL", "UNSTABLE")
-        and c.id.startswith("EXPLORE END_CANCELLED<-N7_CANCEL ")
+        and c.id.startswith(("EXPLORE END_CANCELLED<-N7_CANCEL ", "EXPLORE END_TICKET<-N7_CANCEL "))
     )
     explored = report._explored[case.id]
     agent = make_factory(_supportops_agent(), {"skip_auth_impatient": 0.5})
@@ -232,7 +232,7 @@ def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words(
         failing=result,
         memo=TrialMemo(),
     )
-    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
+    scenario = supportops_project.scenario(case.id.split()[1])  # the path of the failing input
     first = shrunk.reproducer_messages[0]
     assert "cancel" in first.lower()
     for slot in ("O-1001", "4242", "94107"):
@@ -635,7 +635,7 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output(supportops_project: 
     )
     # a seed one of whose four inputs hits the fault (the draws follow the free world fields
     # and the notations the turn's values have)
-    settings = RunSettings(kinds=("explore",), seed=2, explore=4)
+    settings = RunSettings(kinds=("explore",), seed=6, explore=4)
     report = asyncio.run(
         arun_cases(
             supportops_project,
