@@ -529,6 +529,22 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     assert main(argv, out=io.StringIO(), err=err) == 2
     assert f"the records in {cut} do not hold every run of the top-up" in err.getvalue()
 
+    # a top-up its budget cut short is made again exactly from its records: the runs its
+    # budget refused are refused again, and its claim names the recorded limit
+    out = io.StringIO()
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    argv += ["--max-runs", "5", "--records", str(tmp_path / "top-5")]
+    code = main([*argv, "--json", str(tmp_path / "t5.json")], out=out, err=io.StringIO())
+    cut_short = json.loads((tmp_path / "t5.json").read_text())
+    assert 0 < cut_short["claims"][0]["topped_up"] < account["top_up"]["runs"], out.getvalue()
+    assert "the top-up stopped: max_runs=5 reached" in cut_short["claims"][0]["statement"]
+    assert any(r.status == "refused" for r in read_records(tmp_path / "top-5") if r.type == "trial")  # type: ignore[union-attr]
+    out = io.StringIO()
+    argv = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), str(tmp_path / "top-5")]
+    again_code = main([*argv, "--json", str(tmp_path / "r5.json")], out=out, err=out)
+    assert again_code == code, out.getvalue()
+    assert _normalised(json.loads((tmp_path / "r5.json").read_text())) == _normalised(cut_short)
+
     # SIGTERM while the top-up runs (a CI job cancelled) ends it as it ends any run: the
     # reports written (the shards' merge, saying the top-up is not in it), exit 143; its trial
     # records kept, unfinished, so a later merge does not take them for a finished top-up

@@ -11,7 +11,8 @@ the shard's traces) and only the runs beyond them made, so the topped-up cases a
 unsharded run's. With ``--records TOP`` it records the top-up's trials like a shard's (its
 shard index is 0), and ``agentprop merge DIR... TOP`` makes the same top-up again from the shards'
 and the top-up's records alone, with no agent (:func:`replayed_top_up`): every run it needs is
-in them, and a run that is not is an error, never made.
+in them (or was refused by its budget, and is refused again), and a run that is not is an
+error, never made.
 """
 
 from __future__ import annotations
@@ -126,8 +127,9 @@ def merged_top_up(
 def replayed_top_up(run: MergedRun) -> TopUp:
     """The top-up of the merged ``run`` made again from the records of the one made when its
     shards were merged (``run.top_up``), with no agent: each run comes from the shards' or the
-    top-up's records; a top-up that did not finish, or whose records lack a run it needs, is
-    an error naming it."""
+    top-up's records. A top-up its budget cut short is made again exactly: the runs its budget
+    refused (recorded as refused) are refused again, and its stop names the recorded limit. A
+    top-up that did not finish, or whose records lack a run it needs, is an error naming it."""
     where = run.top_up
     assert where is not None
     if not (where / REPORT_FILE).is_file():
@@ -156,18 +158,52 @@ def replayed_top_up(run: MergedRun) -> TopUp:
             concurrent=False,
         )
         replay = _final_decisions(run, [where], every_stage=True)
-        made = merged_top_up(run, stand_in, Budget(), replay=replay, decisions=decisions)
-        out = made(project, cases, checks)
-        if missed or len(fingerprints) > 1:
+        refused, limit = _recorded_refusals(where)
+        # every run it made is in the memo (a hit books nothing): the runs its budget refused
+        # are the only ones asked for again, and a budget of none refuses them again
+        budget = Budget(max_runs=0) if refused else Budget()
+        made = merged_top_up(run, stand_in, budget, replay=replay, decisions=decisions)
+        out_cases, topped = made(project, cases, checks)
+        again = budget.snapshot()
+        if missed or len(fingerprints) > 1 or again.refused_runs != refused:
+            wanted = len(missed) + max(0, again.refused_runs - refused)
             raise InputError(
                 f"the records in {where} do not hold every run of the top-up they record "
-                f"({len(missed)} run(s) missing): they are of another run, or were edited",
+                f"({wanted} run(s) missing"
+                + (
+                    f"; its budget refused {refused} run(s), {again.refused_runs} now"
+                    if refused
+                    else ""
+                )
+                + "): they are of another run, or were edited",
                 fix="make the top-up again: the shards' command with --top-up-shards DIR... and "
                 "a fresh --records directory",
             )
-        return out
+        if refused:  # stopped by the top-up's own limit, as recorded, not this replay's
+            ours = again.exhausted_reason
+            topped = {
+                p: (runs, limit if why is not None and why == ours else why)
+                for p, (runs, why) in topped.items()
+            }
+        return out_cases, topped
 
     return top_up
+
+
+def _recorded_refusals(where: Path) -> tuple[int, str]:
+    """How many runs a recorded top-up's budget refused (its ``refused`` trial lines), and the
+    limit it named (its report's budget, as the top-up command wrote it)."""
+    refused = sum(
+        1 for r in read_records(where) if isinstance(r, TrialLine) and r.status == "refused"
+    )
+    if not refused:
+        return 0, ""
+    try:
+        report = json.loads((where / REPORT_FILE).read_text(encoding="utf-8"))
+        limit = report["metrics"]["extra"]["budget"]["exhausted_reason"]
+    except (ValueError, KeyError, TypeError):
+        limit = None
+    return refused, limit if isinstance(limit, str) and limit else "the budget is spent"
 
 
 def _final_decisions(
