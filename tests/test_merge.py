@@ -97,7 +97,7 @@ import os, signal, sys
 from agentprop._cli import main
 from agentprop._pipeline import merge_topup
 
-redecide = merge_topup.redecide_case
+redecide, policies = merge_topup.redecide_case, merge_topup.top_up_policies
 sent = []
 
 
@@ -107,10 +107,20 @@ async def signalled(*args, **kwargs):
     return await redecide(*args, **kwargs)
 
 
-merge_topup.redecide_case = signalled
+async def signalled_after(*args, **kwargs):
+    made = await policies(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)  # the top-up is made: the reports are written next
+    return made
+
+
+if os.environ.get("TERM_AFTER"):
+    merge_topup.top_up_policies = signalled_after
+else:
+    merge_topup.redecide_case = signalled
 sys.exit(main(sys.argv[1:]))
 """
-"""``agentprop run ARGS...`` in a process that sends itself SIGTERM as the top-up starts."""
+"""``agentprop run ARGS...`` in a process that sends itself SIGTERM as the top-up starts (or,
+with ``TERM_AFTER`` set, once it is made)."""
 
 
 @pytest.fixture(scope="module")
@@ -574,6 +584,23 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     argv = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), str(tmp_path / "top-term")]
     assert main(argv, out=io.StringIO(), err=err) == 2
     assert "did not finish" in err.getvalue()
+    # ... and once the top-up is made, it only stops what follows: the whole report, exit 143
+    argv = [*run, "--top-up-shards", str(tmp_path / "s1"), str(tmp_path / "s2")]
+    argv += ["--json", str(tmp_path / "term-after.json")]
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "term.py"), *argv],
+        env={**os.environ, "PYTHONPATH": path, "TERM_AFTER": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 143, done.stdout + done.stderr
+    assert (
+        "interrupted by SIGTERM: after the top-up was made; the reports above hold the whole "
+        in (done.stdout)
+    )
+    after = json.loads((tmp_path / "term-after.json").read_text())
+    assert _normalised(after) == _normalised(topped)
 
     # a command that is not the shards' is refused, naming what differs
     err = io.StringIO()

@@ -426,8 +426,10 @@ def _top_up_shards(
             file=out,
         )
     else:
+        made = "top_up" in merged.report.metrics.extra["merge"]
         print(
-            f"interrupted{by}: after the top-up was made; the reports above hold the whole run",
+            f"interrupted{by}: after the {'top-up was made' if made else 'shards were merged'}; "
+            "the reports above hold the whole run",
             file=out,
         )
     return ctrl_c.exit_code
