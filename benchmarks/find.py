@@ -671,7 +671,7 @@ class FaultResult:
 
     @property
     def found(self) -> bool:
-        """A bug was reported (blind zoo: one that is the fault's, not a false alarm)."""
+        """A bug was reported (blind zoo: one that is the fault's, not only the base agent's)."""
         if isinstance(self.fault, BlindFault):
             return any(j.own for j in self.judged)
         return bool(self.default.bugs)
