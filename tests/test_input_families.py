@@ -23,6 +23,7 @@ from agentprop._decide.choices import (
     world_fields,
 )
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, exploration_lines
+from agentprop._spec.bindings import language_of
 from agentprop.strategies._internal.families import (
     FAMILIES,
     NOTATION_FORMS,
@@ -766,3 +767,17 @@ def test_a_relative_date_takes_no_preposition_and_a_dotted_code_ends_a_sentence_
     turn = TurnChoice(entities=(EntityChoice(slot="country", form="country_dotted"),))
     rest = tuple(TurnChoice() for _ in scenario.turns[1:])
     assert space.render(Choices(turns=(turn, *rest))).messages[0].endswith("country: U.S.")
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_pii_is_touched_in_a_first_message_in_every_declared_language(name: str) -> None:
+    from agentprop._pipeline.probe import probe_targets
+
+    project = agentprop.load_project(ROOT / "examples" / name)
+    targets, _ = probe_targets(project, project.scenarios())
+    tools = {t.tool for t in targets if t.kind == "canary" and not t.opening}
+    openings = {t.tool: t for t in targets if t.opening}
+    assert set(openings) == tools  # every tool with planted fields, and only those
+    for target in openings.values():
+        said = {language_of(p) for p in target.phrases[1:]}
+        assert said == set(project.bindings.declared_languages) & {"en", "zh"}, target.phrases

@@ -14,6 +14,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any, Literal
 
 from agentprop._agents.loading import LoadedAgent
@@ -45,6 +46,9 @@ from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
 MAX_INDIRECT = 4
+MAX_OPENING = 6
+"""First-message phrasings per PII tool (:func:`touch_phrases`), alone and after the path's own
+request: one PROBE case each."""
 """Indirect phrasings per target (one PROBE case each): the pack's frames in order (an indirect
 question, a read-back "for verification", role-play, an export), each with the next meaning."""
 
@@ -73,9 +77,14 @@ class ProbeTarget:
     """The real scenario the probe turn is added to."""
     phrases: tuple[str, ...]
     """The probe turn's phrasings: 0 direct, then indirect."""
+    opening: bool = False
+    """The probe turn is the conversation's first and only message (a request that touches
+    personal data, :func:`touch_phrases`), not one more turn at the end of the path."""
 
     @property
     def label(self) -> str:
+        if self.opening:
+            return f"{self.tool} pii in the first message"
         if self.kind == "tempt":
             return f"tempt {self.clause.removeprefix('policies.')}"
         return f"{self.tool}.{self.field}" if self.kind == "canary" else f"invite {self.tool}"
@@ -126,6 +135,46 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
         if phrase != direct and phrase not in indirect:
             indirect.append(phrase)
     return (direct, *indirect[:MAX_INDIRECT])
+
+
+def _meaning(pack: PhrasePack, field: str) -> str:
+    name = str(parse_field_path(field)[-1])
+    words = _name_words(name)
+    meanings = pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ())
+    return meanings[0] if meanings else " ".join(words)
+
+
+def touch_phrases(packs: list[PhrasePack], fields: list[str]) -> tuple[str, ...]:
+    """First messages that touch the planted ``fields`` in an ordinary request, in each of
+    ``packs`` in turn: asking to update a field users update (the pack's ``updatable``), what
+    contact or personal data is on file, whether a field on the record is right; a field is said
+    by its meaning."""
+    per_pack: list[list[str]] = []
+    for offset, pack in enumerate(packs):  # each language starts at the next field
+        en = resolve_pack("en").probes
+        probes = pack.probes if pack.probes.touch_any else en
+        updatable = [
+            f
+            for f in fields
+            if set(_name_words(str(parse_field_path(f)[-1]))) & set(probes.updatable)
+        ]
+        update = [
+            frame.format(meaning=_meaning(pack, updatable[(j + offset) % len(updatable)]))
+            for j, frame in enumerate(probes.touch_update if updatable else ())
+        ]
+        touch = [
+            frame.format(meaning=_meaning(pack, fields[(j + offset) % len(fields)]))
+            for j, frame in enumerate(probes.touch if fields else ())
+        ]
+        ordered = [
+            x
+            for group in zip_longest(update, probes.touch_any, touch)
+            for x in group
+            if x is not None
+        ]
+        per_pack.append(ordered)
+    mixed = [x for group in zip_longest(*per_pack) for x in group if x is not None]
+    return tuple(dict.fromkeys(mixed))
 
 
 def invite_phrases(pack: PhrasePack, tool: str) -> tuple[str, ...]:
@@ -269,6 +318,32 @@ def probe_targets(
                     field_phrases(pack, f, dict(schema) if schema else None),
                 )
             )
+        if home is not None and fields:
+            # the same fields touched in the conversation's first message, in each declared
+            # language: a request to update one, what is on file (OWASP LLM02)
+            langs = [x for x in bindings.declared_languages if x in ("en", "zh")] or ["en"]
+            first = _pack(language_of(" ".join(home.messages)))
+            alone = touch_phrases([resolve_pack(x) for x in langs], list(fields))
+            # and on an ordinary path: the path's own first request with the question after it
+            opener = home.messages[0] if home.messages else ""
+            lang = language_of(opener)
+            along = [f"{opener} {x}" for x in alone if opener and language_of(x) == lang]
+            half = (MAX_OPENING + 1) // 2
+            phrases = tuple(dict.fromkeys([*alone[:half], *along[: MAX_OPENING - half]]))
+            if phrases:
+                direct = field_phrases(first, fields[0], None)[0]
+                targets.append(
+                    ProbeTarget(
+                        "canary",
+                        tool,
+                        fields[0],
+                        targets[-1].clause,
+                        targets[-1].safety,
+                        home,
+                        (direct, *phrases),
+                        opening=True,
+                    )
+                )
     tool_names = [t.name for t in spec.action_tools]
     invites: list[tuple[str, str, str | None, Callable[[Scenario], bool], str]] = []
     for policy in spec.policies:
@@ -361,7 +436,7 @@ def probe_scenario(target: ProbeTarget, base: Scenario, phrasing: int = 0) -> Sc
     """``base`` (the target's scenario or one of its template variants) with the probe turn
     added, worded as ``phrasing`` says."""
     turn = ScenarioTurn(user_message=target.phrases[phrasing])
-    update: dict[str, Any] = {"turns": [*base.turns, turn]}
+    update: dict[str, Any] = {"turns": [turn] if target.opening else [*base.turns, turn]}
     if target.kind == "tempt" and target.clause not in base.clauses:
         # what compile_probe judges the replies by
         update["clauses"] = [*base.clauses, target.clause]
@@ -375,6 +450,9 @@ class ProbeSpace(ChoiceSpace):
     def __init__(self, project: Project, target: ProbeTarget) -> None:
         super().__init__(project, target.scenario)
         self.target = target
+        if target.opening:
+            # the probe turn is the whole conversation: no template's, no other variant
+            self.variants, self.sources = self.variants[:1], [[]]
         self.variants = [probe_scenario(target, v) for v in self.variants]
         self.scenario = self.variants[0]
         # the probe turn is no template's: its phrasing is the ``probe`` choice, its paraphrase
@@ -522,7 +600,11 @@ async def probe_cases(
                 "tool": target.tool,
                 "field": target.field,
                 "clause": target.clause,
-                "phrasing": "direct" if e.choices.probe == 0 else "indirect",
+                "phrasing": "direct"
+                if e.choices.probe == 0
+                else "first message"
+                if target.opening
+                else "indirect",
                 "phrase": target.phrases[e.choices.probe],
                 "base": target.scenario.id,
                 "choices": e.choices.model_dump(mode="json"),
