@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MergedReport",
     "TopUp",
-    "TopUpInterrupted",
     "merge_reports",
     "shard_traces",
     "write_shard_report",
@@ -65,7 +64,7 @@ and, per policy topped up, the runs it added and why it stopped short
 (:func:`agentprop._pipeline.run.top_up_policies`)."""
 
 
-class TopUpInterrupted(Exception):
+class _TopUpInterrupted(Exception):
     """Raised by a :data:`TopUp` stopped before it finished (a signal cancelled it): the merged
     report then stands on the shards' runs, and says the top-up is not in it."""
 
@@ -689,7 +688,7 @@ def merge_reports(
         sampled = _sampled(cases)
         try:
             cases, topped = top_up(project, cases, checks)
-        except TopUpInterrupted:
+        except _TopUpInterrupted:
             interrupted = True
         else:
             kept, omitted = _sampled(cases)

@@ -37,7 +37,7 @@ from agentprop._decide.records import (
 )
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.merge import MergedRun
-from agentprop._pipeline.merge_report import TopUp, TopUpInterrupted
+from agentprop._pipeline.merge_report import TopUp, _TopUpInterrupted
 from agentprop._pipeline.run import (
     TopUpRuns,
     case_lanes,
@@ -75,7 +75,7 @@ def merged_top_up(
     ``decisions``: the shards' final decisions, when already read (:func:`_final_decisions`).
     ``attach``/``detach`` are called as the top-up's task starts and ends (the CLI's signal
     handling: a signal in between cancels it, and it raises
-    :class:`~agentprop._pipeline.merge_report.TopUpInterrupted`)."""
+    :class:`~agentprop._pipeline.merge_report._TopUpInterrupted`)."""
 
     def top_up(
         project: Project,
@@ -119,7 +119,7 @@ def merged_top_up(
         try:
             return aio.run(go())
         except asyncio.CancelledError:
-            raise TopUpInterrupted from None
+            raise _TopUpInterrupted from None
 
     return top_up
 
