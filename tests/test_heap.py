@@ -52,9 +52,12 @@ def test_a_heap_frozen_by_someone_else_is_left_frozen() -> None:
     try:
         count = gc.get_freeze_count()
         with frozen_heap():
+            made = [_Node() for _ in range(1000)]
             freeze_more()
-            assert gc.get_freeze_count() == count
-        assert gc.get_freeze_count() == count
+            # not frozen by us: the count can only fall (frozen objects other tests free)
+            assert gc.get_freeze_count() <= count
+            del made
+        assert 0 < gc.get_freeze_count() <= count
     finally:
         gc.unfreeze()
     freeze_more()  # outside a block: nothing
