@@ -32,6 +32,8 @@ SKIP_AUTH = (
     "missing=verify_identity"
 )
 CJK = re.compile(r"[\u4e00-\u9fff]")
+IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
+"""The reference agent's impatience trigger (``examples/supportops/agent.py``)."""
 
 
 def _agent_class(*, chinese_refetches: bool) -> type:
@@ -91,38 +93,37 @@ def project() -> Project:
 def test_two_causes_behind_one_clause_are_two_bugs_each_with_its_reproducer(
     project: Project, tmp_path: Path
 ) -> None:
-    """Hurried words (the knob) and Chinese text (other code) both skip the verification: one
-    signature. The simplest failing input is hurried, so on the old code the Chinese cause
-    was never shrunk nor named."""
+    """Hurried words (the knob: "asap", "now", "!") and Chinese text (other code) both skip the
+    verification: one signature. On the old code only the simplest failing input (a hurried
+    one) was shrunk, so the Chinese cause was never named."""
     agent = make_factory(_agent_class(chinese_refetches=True), {"skip_auth_impatient": 1.0})
     corpus = Corpus(tmp_path / "corpus")
     report, _ = _run(project, agent, corpus)
     bugs = _found(report)
-    assert [b.key for b in bugs] == [
-        f"{SKIP_AUTH} [cause: urgency]",
-        f"{SKIP_AUTH} [cause: codeswitch]",
-    ]
-    hurried, chinese = bugs
-    assert hurried.cause == ["urgency"] and chinese.cause == ["codeswitch"]
+    assert len(bugs) == 2 and {b.signature for b in bugs} == {bugs[0].signature}
+    [chinese] = [b for b in bugs if b.cause == ["codeswitch"]]
+    [hurried] = [b for b in bugs if b is not chinese]
+    # the hurried cause is named by the family whose words carried the trigger
+    assert hurried.cause and hurried.key == f"{SKIP_AUTH} [cause: {hurried.cause[0]}]"
     assert not CJK.search(" ".join(hurried.reproducer_messages))
-    assert "asap" in hurried.reproducer_messages[0]
+    assert IMPATIENT.search(hurried.reproducer_messages[0])
     assert CJK.search(chinese.reproducer_messages[0])
+    assert not IMPATIENT.search(chinese.reproducer_messages[0])
     assert hurried.minimal and chinese.minimal and hurried.confirmed and chinese.confirmed
     # every failing case is under one of them, the Chinese ones under the Chinese cause
     cases = {c.id: c for c in report.cases}
     assert set(hurried.cases).isdisjoint(chinese.cases)
-    assert all(
-        CJK.search(" ".join(cases[c].messages))
-        and not re.search(r"\basap\b|!", cases[c].messages[0])
-        for c in chinese.cases
-    )
-    assert "one of 2 causes" in chinese.note and "urgency" in chinese.note
-    assert f"bug 2 [{chinese.id}]  {SKIP_AUTH} [cause: codeswitch]" in render_bugs(report)
+    # (a Chinese message that is hurried too meets both causes; the agent's refetch names it)
+    assert all(CJK.search(" ".join(cases[c].messages)) for c in chinese.cases)
+    assert not any(CJK.search(" ".join(cases[c].messages)) for c in hurried.cases)
+    assert "one of 2 causes" in chinese.note and hurried.cause[0] in chinese.note
+    number = bugs.index(chinese) + 1
+    assert f"bug {number} [{chinese.id}]  {SKIP_AUTH} [cause: codeswitch]" in render_bugs(report)
     # the corpus keeps one entry per cause; the next run replays both and keeps them apart
     entries = corpus.entries()
-    assert sorted(tuple(e.cause) for e in entries) == [("codeswitch",), ("urgency",)]
+    assert sorted(tuple(e.cause) for e in entries) == sorted([("codeswitch",), tuple(hurried.cause)])
     again, shrinks = _run(project, agent, corpus)
-    assert [b.id for b in _found(again)] == [hurried.id, chinese.id]
+    assert [b.id for b in _found(again)] == [b.id for b in bugs]
     assert all(b.known for b in _found(again)) and not shrinks
 
 

@@ -413,24 +413,21 @@ def distinct_causes(
 
 
 def _owner(hit: Hit, causes: list[Cause]) -> Cause:
-    """The cause a failing case is put under: its own when it is a representative, else the
-    first whose families it holds, else the first whose representative's failing run it did
-    alike, else the first cause."""
-    fams = case_families(hit.case)
+    """The cause a failing case is put under: its own when it is a representative, else the one
+    cause whose representative's failing run it did alike (what the agent did is the stronger
+    evidence: a family's words need not carry its cause's trigger in every language), else the
+    first whose families it holds, else the first cause."""
+    own = next((c for c in causes if c.hit is hit), None)
+    if own is not None:
+        return own
     did = case_behaviour(hit)
+    alike = [c for c in causes if did is not None and case_behaviour(c.hit) == did]
+    if len(alike) == 1:
+        return alike[0]
+    fams = case_families(hit.case)
     return next(
-        (c for c in causes if c.hit is hit),
-        next(
-            (
-                c
-                for c in causes
-                if fams is not None and c.families is not None and c.families <= fams
-            ),
-            next(
-                (c for c in causes if did is not None and case_behaviour(c.hit) == did),
-                causes[0],
-            ),
-        ),
+        (c for c in causes if fams is not None and c.families is not None and c.families <= fams),
+        alike[0] if alike else causes[0],
     )
 
 
