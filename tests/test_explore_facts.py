@@ -34,6 +34,10 @@ from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "benchmarks" / "_specs_zoo"
+_TRAVEL_NO = re.compile(
+    r"\b(no|nope|don'?t|keep (my|the) (original|old|current)|cancel that|never ?mind)\b", re.I
+)
+"""The refusal words the frozen travel agent reads (``_specs_zoo/travel_change/agent.py``)."""
 
 
 @pytest.fixture(scope="module")
@@ -224,10 +228,20 @@ def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_
         for c in report.cases
         if any(f.endswith(":notation") for f in (c.details or {}).get("families", ()))
     }
+    # The frozen travel agent reads a refusal only by its own words ("no", "don't", "never
+    # mind"...): "Let's leave it, please. That's too expensive." (refusal_wording) is a real
+    # finding about it too, never a failure where the refusal holds one of its words.
+    unread = {
+        c.id: c.messages[int(turn[len("turn") :]) - 1]
+        for c in report.cases
+        for turn, _, family in (f.partition(":") for f in c.details.get("families", ()))
+        if family == "refusal_wording" and name == "travel_change"
+        and not _TRAVEL_NO.search(c.messages[int(turn[len("turn") :]) - 1])
+    }
     failing = [
         (c.id, c.messages)
         for c in report.cases
-        if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted
+        if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted and c.id not in unread
     ]
     assert report.cases and not failing
     dated = [
