@@ -121,7 +121,9 @@ def test_two_causes_behind_one_clause_are_two_bugs_each_with_its_reproducer(
     assert f"bug {number} [{chinese.id}]  {SKIP_AUTH} [cause: codeswitch]" in render_bugs(report)
     # the corpus keeps one entry per cause; the next run replays both and keeps them apart
     entries = corpus.entries()
-    assert sorted(tuple(e.cause) for e in entries) == sorted([("codeswitch",), tuple(hurried.cause)])
+    assert sorted(tuple(e.cause) for e in entries) == sorted(
+        [("codeswitch",), tuple(hurried.cause)]
+    )
     again, shrinks = _run(project, agent, corpus)
     assert [b.id for b in _found(again)] == [b.id for b in bugs]
     assert all(b.known for b in _found(again)) and not shrinks

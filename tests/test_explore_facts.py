@@ -235,7 +235,8 @@ def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_
         c.id: c.messages[int(turn[len("turn") :]) - 1]
         for c in report.cases
         for turn, _, family in (f.partition(":") for f in c.details.get("families", ()))
-        if family == "refusal_wording" and name == "travel_change"
+        if family == "refusal_wording"
+        and name == "travel_change"
         and not _TRAVEL_NO.search(c.messages[int(turn[len("turn") :]) - 1])
     }
     failing = [
