@@ -45,6 +45,8 @@ some; ``blind_false_alarms``, ``blind_minimal_rate``, ``blind_own_minimal_rate``
 Targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per
 distinct bug <= 60. ``--quick`` runs three faults on one path
 each and one clean seed (the CI test's configuration). Seeded: a rerun prints the same table.
+The summary keeps every failing input it counted, so ``--rejudge JSON`` counts its false alarms
+again against adjudications landed after the run, running nothing.
 """
 
 from __future__ import annotations
@@ -77,10 +79,12 @@ from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
 from benchmarks._support.adjudicated import (  # noqa: E402
-    AGENT_ERROR,
     Adjudications,
     Failure,
+    failure_from,
     failure_of,
+    failure_record,
+    judged_text,
 )
 
 DEFAULT_KINDS = KINDS
@@ -581,6 +585,9 @@ class Judgement:
     against the clean agent."""
     adjudicated: str | None = None
     """Blind zoo, a base agent's bug: what a blind adjudication said of its failing cases."""
+    failures: tuple[Failure, ...] = ()
+    """Blind zoo, a base agent's bug in the clean run's world: its failing cases (``--rejudge``
+    looks them up again)."""
 
 
 def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
@@ -839,14 +846,8 @@ def judge_blind(
     seed, case id, turns and clause, in the clean run's world) an agent error."""
     faulted = load_agent(fault.agent, project.base_dir, {fault.knob: fault.rate})
     clean = load_agent(fault.agent, project.base_dir, {})
-    if (
-        adjudications is not None
-        and project.bindings.world != blind_project(fault.example, {}).bindings.world
-    ):
-        adjudications = None  # another world: the clean run's adjudicated inputs are not these
-        unmatched = "not matched: the fault's world differs from the clean run's"
-    else:
-        unmatched = "not looked up"
+    # in another world the clean run's adjudicated inputs are not these
+    same_world = project.bindings.world == blind_project(fault.example, {}).bindings.world
     out: list[Judgement] = []
     for bug in outcome.bugs:
         shrunk = outcome.shrink_of(bug)
@@ -871,6 +872,7 @@ def judge_blind(
         base = _fails(project, clean, rep)
         agent, whose = (clean, "the clean") if base else (faulted, "the faulted")
         judged = _judge_minimal(project, agent, whose, outcome, bug, shrunk)
+        failures = _bug_failures(fault.example, outcome, bug) if base and same_world else ()
         out.append(
             Judgement(
                 bug.id,
@@ -881,14 +883,9 @@ def judge_blind(
                 own=not base,
                 base=base,
                 adjudicated=(
-                    (
-                        _adjudicated(fault.example, outcome, bug, adjudications)
-                        if adjudications
-                        else unmatched
-                    )
-                    if base
-                    else None
+                    _base_adjudicated(same_world, failures, adjudications) if base else None
                 ),
+                failures=failures,
             )
         )
     return out
@@ -920,27 +917,27 @@ def _judge_minimal(
     return True, f"minimal: {whose} agent fails it, and passes without any one kept choice"
 
 
-def _adjudicated(folder: str, outcome: RunOutcome, bug: Any, adjudications: Adjudications) -> str:
-    """What blind adjudications said of a base agent's bug's failing cases: ``agent error``
-    when one of them was judged so and no adjudicator doubted any, the doubt when one did, else
-    ``not adjudicated``."""
+def _bug_failures(folder: str, outcome: RunOutcome, bug: Any) -> tuple[Failure, ...]:
+    """A bug's failing cases as the adjudications match them."""
     cases = {c.id: c for c in outcome.report.cases}
-    given = [
-        v
+    return tuple(
+        failure_of(folder, outcome.seed, c.id, c.messages, (f.clause for f in c.failures))
         for c in (cases[i] for i in bug.cases if i in cases)
-        if (
-            v := adjudications.verdict(
-                failure_of(folder, outcome.seed, c.id, c.messages, (f.clause for f in c.failures))
-            )
-        )
-        is not None
-    ]
-    doubted = [v for v in given if v.verdict != AGENT_ERROR]
-    if doubted:
-        return f"{doubted[0].verdict} ({doubted[0].source})"
-    if given:
-        return f"agent error ({given[0].source})"
-    return "not adjudicated"
+    )
+
+
+def _base_adjudicated(
+    same_world: bool, failures: Sequence[Failure], adjudications: Adjudications | None
+) -> str:
+    """What blind adjudications said of a base agent's bug (see :func:`judged_text`)."""
+    if not same_world:
+        return NOT_MATCHED
+    if adjudications is None:
+        return "not looked up"
+    return judged_text(failures, adjudications)
+
+
+NOT_MATCHED = "not matched: the fault's world differs from the clean run's"
 
 
 def run_blind_fault(fault: BlindFault) -> FaultResult:
@@ -1076,6 +1073,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                         "reproducer": j.reproducer,
                         "whose": "base agent" if j.base else "fault" if j.own else None,
                         "adjudicated": j.adjudicated,
+                        "failures": [failure_record(f) for f in j.failures],
                     }
                     for j in r.judged
                 ],
@@ -1085,7 +1083,13 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             for r in results
         ],
         "clean": [
-            {"example": c.example, "seed": c.seed, "failing": c.failing, "runs": c.runs}
+            {
+                "example": c.example,
+                "seed": c.seed,
+                "failing": c.failing,
+                "runs": c.runs,
+                "failures": [failure_record(f) for f in c.failures],
+            }
             for c in clean
         ],
     }
@@ -1258,6 +1262,67 @@ def blind_summary(
     return out
 
 
+def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[str]:
+    """Count a ``--json`` summary's false alarms again against today's adjudications.
+
+    Only the adjudication verdicts change: the clean runs' failures and the base agents' bugs
+    are the ones the summary recorded (their inputs and clauses), nothing is run again.
+    ``judged``: the adjudications (default: ``benchmarks/_adjudication``)."""
+    if judged is None:
+        judged = Adjudications.load()
+    zoos = [("the pack-derived zoo", out, "")] if "clean" in out else []
+    if isinstance(out.get("blind"), dict):
+        zoos.append(("the blind reach zoo", out["blind"], "blind_"))
+    if not zoos:
+        raise ValueError("no zoo summary in it (neither 'clean' nor 'blind')")
+    lines = [f"re-judged against {', '.join(judged.files)} (no run made)"]
+    for label, summary, prefix in zoos:
+        if any("failures" not in c for c in summary["clean"]):
+            raise ValueError(
+                f"{label}: written before find.py kept each failure's input; run it again"
+            )
+        tally = judged.tally(failure_from(r) for c in summary["clean"] for r in c["failures"])
+        summary.update(
+            {
+                "false_alarms": tally.false_alarms,
+                "clean_failures": tally.failures,
+                "clean_agent_errors": tally.agent_errors,
+                "clean_unadjudicated": tally.unadjudicated,
+                "clean_tester_errors": tally.tester_errors,
+                "adjudications": judged.files,
+            }
+        )
+        base = [
+            b
+            for e in summary["entries"]
+            for b in e["bugs"]
+            if b["whose"] == "base agent" and b["shrunk"]
+        ]
+        for b in base:
+            if b["adjudicated"] != NOT_MATCHED:
+                b["adjudicated"] = judged_text((failure_from(r) for r in b["failures"]), judged)
+        errors = sum(b["adjudicated"].startswith("agent error") for b in base)
+        summary["default"]["base_agent_errors"] = errors
+        summary["base_bugs_adjudicated_agent_errors"] = errors
+        if prefix:
+            out.update({f"{prefix}{k}": summary[k] for k in BLIND_KEYS if k != "found_rate"})
+        lines += [
+            f"{label}: clean-agent failures {tally.failures}: {tally.agent_errors} judged agent "
+            f"errors on valid inputs, {tally.tester_errors} tester errors, "
+            f"{tally.unadjudicated} not judged; false alarms {tally.false_alarms} (target 0: "
+            f"{'met' if tally.false_alarms == 0 else 'NOT MET'})",
+            *(f"  tester error: {c}" for c in tally.tester_error_cases),
+            *(f"  not judged: {c}" for c in tally.unadjudicated_cases[:10]),
+            *(
+                [f"  ... and {len(tally.unadjudicated_cases) - 10} more not judged"]
+                if len(tally.unadjudicated_cases) > 10
+                else []
+            ),
+            f"{label}: base agents' bugs {len(base)}, judged agent errors {errors}",
+        ]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", dest="json_path", help="write the summary to this file")
@@ -1291,7 +1356,27 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="blind zoo: only this spec folder (repeatable)",
     )
+    parser.add_argument(
+        "--rejudge",
+        metavar="JSON",
+        help="run nothing: count the false alarms of an earlier --json summary again against "
+        "the adjudications in benchmarks/_adjudication (landed since), and rewrite it "
+        "(or write --json)",
+    )
     args = parser.parse_args(argv)
+    if args.rejudge:
+        source = Path(args.rejudge)
+        try:
+            out = json.loads(source.read_text(encoding="utf-8"))
+            lines = rejudge(out)
+        except (OSError, ValueError, KeyError) as error:
+            print(f"find.py: error: --rejudge {source}: {error}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        target = Path(args.json_path or source)
+        target.write_text(json.dumps(out, indent=2), encoding="utf-8")
+        print(f"summary written to {target}")
+        return 0
     which = args.zoo or ("pack" if args.quick else "both")
     seeds = args.clean_seeds if args.clean_seeds is not None else (1 if args.quick else 10)
     out: dict[str, Any] = {}

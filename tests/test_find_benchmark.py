@@ -231,3 +231,34 @@ def test_a_bug_the_clean_agent_shares_is_the_base_agents_judged_against_it(
     assert rows["adjudicated agent errors"][:2] == ["1/1", "(1.00)"]
     assert "false alarm: the clean agent" not in text
     assert "each judged against the agent that has it" in text
+
+    # --rejudge: the summary keeps each failing input, so verdicts landed after the run count
+    # without running anything again; a clean run's failure nobody judged is a false alarm
+    sole = find.CleanResult(
+        "supportops",
+        0,
+        [failing.id],
+        [],
+        1,
+        [find.failure_of("supportops", 0, failing.id, failing.messages, [clause])],
+    )
+    recorded = json.loads(
+        json.dumps(
+            find.blind_summary(
+                find.BlindZoo("zoo", "someone", "0" * 64, True, (fault,)), [result], [sole]
+            )
+        )
+    )
+    nobody = Adjudications({}, [])
+    lines = find.rejudge(recorded, nobody)
+    assert recorded["blind_false_alarms"] == recorded["blind"]["clean_unadjudicated"] == 1
+    assert recorded["blind_base_bugs_adjudicated_agent_errors"] == 0
+    assert "false alarms 1 (target 0: NOT MET)" in "\n".join(lines)
+    lines = find.rejudge(recorded, judged)
+    assert recorded["blind_false_alarms"] == 0 and recorded["blind_clean_agent_errors"] == 1
+    assert recorded["blind_base_bugs_adjudicated_agent_errors"] == 1
+    assert recorded["blind_found_rate"] == 1.0  # what was run is not touched
+    assert "false alarms 0 (target 0: met)" in "\n".join(lines)
+    del recorded["blind"]["clean"][0]["failures"]
+    with pytest.raises(ValueError, match="run it again"):
+        find.rejudge(recorded, judged)

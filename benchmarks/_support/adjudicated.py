@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ADJUDICATION = Path(__file__).resolve().parents[1] / "_adjudication"
 
@@ -150,6 +151,42 @@ class Adjudications:
                 out.tester_errors += 1
                 out.tester_error_cases.append(f"{label} ({v.verdict}: {v.pattern})")
         return out
+
+
+def failure_record(f: Failure) -> dict[str, object]:
+    """A failure as JSON (a benchmark's ``--json`` keeps them, so ``--rejudge`` can count its
+    false alarms again against adjudications landed after the run)."""
+    return {
+        "spec": f.spec,
+        "seed": f.seed,
+        "case": f.case,
+        "turns": list(f.turns),
+        "clauses": sorted(f.clauses),
+    }
+
+
+def failure_from(record: Mapping[str, Any]) -> Failure:
+    """The failure a :func:`failure_record` wrote."""
+    return Failure(
+        str(record["spec"]),
+        int(record["seed"]),
+        str(record["case"]),
+        tuple(str(t) for t in record["turns"]),
+        frozenset(str(c) for c in record["clauses"]),
+    )
+
+
+def judged_text(failures: Iterable[Failure], adjudications: Adjudications) -> str:
+    """What blind adjudications said of one bug's failing cases: ``agent error (FILE)`` when one
+    of them was judged so and no adjudicator doubted any, the doubt when one did, else ``not
+    adjudicated``."""
+    given = [v for f in failures if (v := adjudications.verdict(f)) is not None]
+    doubted = [v for v in given if v.verdict != AGENT_ERROR]
+    if doubted:
+        return f"{doubted[0].verdict} ({doubted[0].source})"
+    if given:
+        return f"agent error ({given[0].source})"
+    return "not adjudicated"
 
 
 def failure_of(
