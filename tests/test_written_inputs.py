@@ -625,3 +625,21 @@ def test_only_a_model_that_cannot_answer_is_called_unavailable(
     with pytest.raises(Exception) as caught:
         writer.texts(turn, WrittenChoice(family="hedge"))
     assert type(caught.value).__name__ == expected
+
+
+def test_every_input_family_a_turn_can_be_dealt_has_a_prompt_text_or_a_reason() -> None:
+    """A family the pack deals but :data:`FAMILY_TEXT` lacks was silently never written by a
+    model (``families_for`` keeps only described families): ``negated_alternative`` and
+    ``stated_fact`` were so. The list is the generator's own, not written out here."""
+    from agentprop._decide.written import FAMILY_TEXT, NOT_MODEL_WRITTEN, REQUEST_FAMILIES
+    from agentprop.strategies._internal.families import FAMILIES
+
+    assert not set(FAMILY_TEXT) & set(NOT_MODEL_WRITTEN)
+    assert set(NOT_MODEL_WRITTEN) <= set(FAMILIES)
+    missing = [
+        f for f in (*FAMILIES, *REQUEST_FAMILIES) if f not in {**FAMILY_TEXT, **NOT_MODEL_WRITTEN}
+    ]
+    assert missing == []
+    writer = InputWriter(InputModelOptions(model="anthropic:loopback"))
+    offered = writer.families_for("request", ("negated_alternative", "stated_fact", "correction"))
+    assert offered[1:3] == ("negated_alternative", "stated_fact") and "correction" not in offered

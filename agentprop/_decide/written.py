@@ -84,9 +84,25 @@ FAMILY_TEXT: dict[str, str] = {
     "negated_distractor": "with a negated remark: what the message is not about",
     "confirmation_wording": "a confirmation in the user's own words",
     "refusal_wording": "a refusal in the user's own words",
+    "negated_alternative": "with a negated alternative: the user also says which other action "
+    'they do not want ("I don\'t want to change my address"), the request itself unchanged',
+    "stated_fact": "with a stated fact: the user asserts a status or eligibility the assistant "
+    "has to check (\"I'm sure it's within the limit\"), no new value",
 }
 """The families a model may write a turn in, and how the prompt describes each ("" is the
 template realised in any natural wording)."""
+
+NOT_MODEL_WRITTEN: dict[str, str] = {
+    "bare_answer": "the values alone: the template's values, as they are, say it",
+    "correction": "the mistaken value must be one digit off a slot value, which the screen "
+    "would reject as a new value",
+    "several_intents": "a second request is what the prompt's rules forbid",
+    "injected_instruction": "the pack's reviewed instructions; a model may refuse, or change "
+    "the request",
+    "traditional": "a script, not a wording: the characters are converted one to one",
+}
+"""The generator's input families (:data:`agentprop.strategies._internal.families.FAMILIES`)
+a model does not write a turn in, and why; every other one has a :data:`FAMILY_TEXT`."""
 
 REQUEST_FAMILIES = ("hedge", "urgency", "casual", "formal")
 """Register families offered on a request turn besides the pack's own families."""
