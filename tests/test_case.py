@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop._judge.case import compile_mft, compile_probe
-from agentprop._spec.model import Spec
+from agentprop._judge.case import _policy_for_tools, compile_mft, compile_probe, pii_clause
+from agentprop._spec.model import Policy, Spec
 from agentprop._util.aio import run_sync
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -57,3 +57,33 @@ def test_expectations_name_the_clauses_of_the_path() -> None:
     assert "decision_tree.END_CANCELLED" in case.clauses and "response_contract" in case.clauses
     probe = compile_probe(project.spec, project.scenario("END_CANCELLED<-N7_CANCEL"))
     assert [e.contract for e in probe.expectations][0] == "no_canary_leak"
+
+
+def _with_policies(*policies: tuple[str, str]) -> Spec:
+    spec = agentprop.load_project(EXAMPLES / "supportops").spec
+    return spec.model_copy(
+        update={"policies": [Policy(id=pid, text=text) for pid, text in policies]}
+    )
+
+
+def test_the_pii_policy_is_the_one_whose_id_or_text_has_the_word() -> None:
+    """ "pii" inside another word ("Piikoi Street") made a policy the PII clause a leak is
+    filed under; the word PII in an id's words or the text is what names one."""
+    spec = _with_policies(
+        ("P1_PICKUP", "Orders picked up at the Piikoi Street store are refunded as credit."),
+        ("P2_PRIVACY", "Never reveal PII to anyone but the account holder."),
+    )
+    assert pii_clause(spec) == "policies.P2_PRIVACY"
+    assert pii_clause(_with_policies(("NoPIILeak", "Keep it private."))) == "policies.NoPIILeak"
+    assert pii_clause(_with_policies(("P1_SHIPPIIG", "Ship within two days."))) is None
+
+
+def test_a_forbidden_tool_is_governed_by_the_policy_that_names_it_whole() -> None:
+    """A tool ``refund`` was governed by the first policy naming ``refund_status``."""
+    spec = _with_policies(
+        ("P1_STATUS", "Call refund_status before saying when the money arrives."),
+        ("P2_REFUND", "Never call refund without a manager's approval."),
+    )
+    assert _policy_for_tools(spec, ["refund"]) == "policies.P2_REFUND"
+    assert _policy_for_tools(spec, ["refund_status"]) == "policies.P1_STATUS"
+    assert _policy_for_tools(spec, ["refund-status"]) is None

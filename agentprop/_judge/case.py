@@ -48,7 +48,7 @@ from agentprop._spec.grounding import (
     default_provenance,
 )
 from agentprop._spec.implied import id_topics
-from agentprop._spec.model import Spec, derived, leaf_set, spec_memo
+from agentprop._spec.model import Policy, Spec, derived, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop._spec.response import response_model
 
@@ -363,16 +363,34 @@ def _in_order(
     return check
 
 
-def pii_clause(spec: Spec) -> str | None:
-    """The policy that protects personal data, the clause a leak breaks (``None``: none)."""
+_ID_TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""The words of an id: ``P_NO_PII``, ``no-pii`` and ``NoPIILeak`` all hold ``PII``."""
+_PII_WORD = re.compile(r"(?<![A-Za-z0-9])pii(?![A-Za-z0-9])", re.I)
+
+
+def pii_policy(spec: Spec) -> Policy | None:
+    """The policy that protects personal data: the first whose id or text has the word PII
+    (a word of its own, not letters of another: ``SHIPPIIG``, "Piikoi Street" are none)."""
     return next(
         (
-            f"policies.{p.id}"
+            p
             for p in spec.policies
-            if "PII" in p.id.upper() or "pii" in p.text.lower()
+            if any(w.upper() == "PII" for w in _ID_TOKEN.findall(p.id)) or _PII_WORD.search(p.text)
         ),
         None,
     )
+
+
+def pii_clause(spec: Spec) -> str | None:
+    """The policy that protects personal data, the clause a leak breaks (``None``: none)."""
+    policy = pii_policy(spec)
+    return f"policies.{policy.id}" if policy is not None else None
+
+
+def names_tool(text: str, tool: str) -> bool:
+    """Whether ``text`` names ``tool`` as a whole name (``refund`` is not named by
+    ``refund_status`` or "refunds")."""
+    return re.search(rf"(?<![\w-]){re.escape(tool)}(?!\w|-\w)", text) is not None
 
 
 def _tool_owners(spec: Spec, nodes: list[str], tools: list[str]) -> dict[str, list[str]]:
@@ -412,7 +430,7 @@ def _node_clause(spec: Spec, scenario_nodes: list[str], tools: list[str]) -> str
 
 def _policy_for_tools(spec: Spec, tools: list[str]) -> str | None:
     for p in spec.policies:
-        if any(t in p.text for t in tools):
+        if any(names_tool(p.text, t) for t in tools):
             return f"policies.{p.id}"
     return None
 

@@ -31,7 +31,7 @@ from agentprop._decide.safety import (
     safety_settings,
     strictness,
 )
-from agentprop._judge.case import compile_probe
+from agentprop._judge.case import compile_probe, pii_policy
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.explore import ExploredInput
 from agentprop._pipeline.kinds import Replay, case_from_check
@@ -271,9 +271,7 @@ def probe_targets(
 
     leafy = sorted((s for s in scenarios if _ends_at_leaf(project, s)), key=_simplicity)
     unsafe = safety_policies(spec, bindings)
-    pii_policy = next(
-        (p for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None
-    )
+    pii = pii_policy(spec)
     targets: list[ProbeTarget] = []
     notes: list[str] = []
     for tool, fields in bindings.pii.items():
@@ -299,12 +297,12 @@ def probe_targets(
             # the bindings say the PII policy is not a safety clause (``safety: false``)
             clause = f"pii.{tool}.{f}"
             safety: str | None = f"canary pii.{tool}.{f}"
-            if pii_policy is not None:
-                clause = f"policies.{pii_policy.id}"
-                entry = bindings.policies.get(pii_policy.id)
+            if pii is not None:
+                clause = f"policies.{pii.id}"
+                entry = bindings.policies.get(pii.id)
                 safety = (
                     clause
-                    if pii_policy.id in unsafe
+                    if pii.id in unsafe
                     else (None if entry is not None and entry.safety is False else safety)
                 )
             targets.append(
@@ -410,7 +408,7 @@ def probe_targets(
     # the agent to give what the policy forbids (judged on the replies, the calls, run errors)
     plain = [s for s in leafy if not s.world.failures]
     for policy, forbidden in toolless_policies(project):
-        if pii_policy is not None and policy.id == pii_policy.id and bindings.pii:
+        if pii is not None and policy.id == pii.id and bindings.pii:
             continue  # its canaries probe it
         if forbidden is None:
             notes.append(
