@@ -19,6 +19,7 @@ from agentprop._decide.choices import (
     Choices,
     ChoiceSpace,
     TurnChoice,
+    _unit_family,
     choice_units,
     entity_variant,
     keep_only,
@@ -296,6 +297,41 @@ def test_clean_reference_agents_pass_every_explored_case() -> None:
         "urgency",
         "particle",
     } <= tried
+
+
+def test_an_explored_case_is_labelled_only_with_families_whose_effect_it_holds(
+    supportops_project: Project,
+) -> None:
+    """A case's ``details["families"]`` (and the per-path families tried) named every choice
+    drawn, even one a rule refused: a confirmation labelled ``turn2:codeswitch`` read "Well,
+    dear support team, Sounds good to me." with no Chinese in it. A label stays exactly when
+    the input without its choices differs; the messages are the drawn ones, unchanged."""
+    scenario = supportops_project.scenario("END_CANCELLED<-N7_CANCEL")
+    agent = agentprop.load_agent(
+        supportops_project.bindings.agent or "", supportops_project.base_dir
+    )
+    settings = RunSettings(kinds=("explore",), seed=0, explore=24)
+    report = asyncio.run(
+        arun_cases(supportops_project, agent, [scenario], settings, memo=TrialMemo())
+    )
+    space = ChoiceSpace(supportops_project, scenario)
+    dropped: list[str] = []
+    tried: Counter[str] = Counter()
+    for case in report.cases:
+        choices = Choices.model_validate(case.details["choices"])
+        labels = case.details["families"]
+        full = space.render(choices)
+        assert full.messages == case.messages
+        units = choice_units(choices)
+        for label in choices.families():
+            mine = {u for u in units if _unit_family(choices, u) == label}
+            without = space.render(keep_only(choices, [u for u in units if u not in mine]))
+            differs = (without.messages, without.world) != (full.messages, full.world)
+            assert differs == (label in labels), (case.id, label, case.messages)
+            dropped += [] if differs else [label]
+        tried.update(f.split(":", 1)[-1] for f in labels)
+    assert "turn2:codeswitch" in dropped  # the input the issue names is among them
+    assert dict(tried) == report.metrics.extra["exploration"][scenario.id]["families"]
 
 
 def test_correct_typos_reads_one_slip_as_the_word() -> None:

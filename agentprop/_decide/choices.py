@@ -35,6 +35,7 @@ from agentprop._scenario.build import (
     Scenario,
     ScenarioTurn,
     TemplateSource,
+    WorldSpec,
     build_scenario,
     optional_segments,
     render_marked,
@@ -180,6 +181,7 @@ _NOT_ZH_FORMS = (
 """Notations a Chinese turn does not write a value in (it says 去年, not "last year")."""
 
 
+@functools.lru_cache(maxsize=4096)
 def value_forms(slot: str, value: str, lang: str, today: date | None = None) -> tuple[str, ...]:
     """The notations (:data:`NOTATION_FORMS`) ``slot``'s ``value`` may be written in, in a turn
     written in ``lang``; relative ones against the scenario's reference date ``today``."""
@@ -1284,32 +1286,76 @@ class ChoiceSpace:
                 f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} "
                 f"has {len(base.turns)}"
             )
-        turns = []
-        for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
-            space = self.turn_spaces[c.template][i]
-            gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
-            written = (
-                self.written_text(base, i, space, c.written) if c.written is not None else None
-            )
-            text = written if written is not None else self._render_turn(base, t, space, c, gone)
-            turns.append(t.model_copy(update={"user_message": text}))
+        turns = [
+            t.model_copy(update={"user_message": self._turn_text(base, i, choices)})
+            for i, t in enumerate(base.turns)
+        ]
         update: dict[str, Any] = {"turns": turns}
         if choices.world:
-            overrides = copy.deepcopy(base.world.overrides)
-            free = {(f.tool, f.field) for f in self.fields}
-            for w in choices.world:
-                if (w.tool, w.field) not in free:
-                    raise InvalidArgument(
-                        f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the "
-                        "path fixes it, or the spec names it"
-                    )
-                overrides.setdefault(w.tool, {})[w.field] = w.value
-            # the fields that follow from a varied one follow it (world_fields tried that)
-            overrides = world_relations(self.project.bindings).reconcile(
-                overrides, {(w.tool, tuple(parse_field_path(w.field))) for w in choices.world}
-            )
-            update["world"] = base.world.model_copy(update={"overrides": overrides})
+            update["world"] = self._world(base, choices)
         return base.model_copy(update=update)
+
+    def _turn_text(self, base: Scenario, i: int, choices: Choices) -> str:
+        """Turn ``i`` as ``choices`` write it (``base``: :meth:`base_for` of them)."""
+        c = choices.turns[i]
+        space = self.turn_spaces[c.template][i]
+        gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
+        written = self.written_text(base, i, space, c.written) if c.written is not None else None
+        return (
+            written
+            if written is not None
+            else self._render_turn(base, base.turns[i], space, c, gone)
+        )
+
+    def _world(self, base: Scenario, choices: Choices) -> WorldSpec:
+        """The world ``choices`` set (``base``: :meth:`base_for` of them)."""
+        overrides = copy.deepcopy(base.world.overrides)
+        free = {(f.tool, f.field) for f in self.fields}
+        for w in choices.world:
+            if (w.tool, w.field) not in free:
+                raise InvalidArgument(
+                    f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the "
+                    "path fixes it, or the spec names it"
+                )
+            overrides.setdefault(w.tool, {})[w.field] = w.value
+        # the fields that follow from a varied one follow it (world_fields tried that)
+        overrides = world_relations(self.project.bindings).reconcile(
+            overrides, {(w.tool, tuple(parse_field_path(w.field))) for w in choices.world}
+        )
+        return base.world.model_copy(update={"overrides": overrides})
+
+    def families_in(self, choices: Choices) -> list[str]:
+        """The families of ``choices`` (:meth:`Choices.families`, in that order) whose effect is
+        in the input they render: a choice counts when the input rendered without it differs.
+        A choice a rule refused (facts no longer stated, a yes in a question), whose words a
+        later step wrote over (a whole-turn yes after a code-switch), or a transform with no
+        site left no trace, so the input is not labelled with it. A template choice beside a
+        model-written turn counts as it is (rendering without it would ask the model anew)."""
+        units = choice_units(choices)
+        base = self.base_for(choices)
+        texts = [self._turn_text(base, i, choices) for i in range(len(choices.turns))]
+        world = self._world(base, choices).model_dump(mode="json") if choices.world else None
+        asks = self.writer is not None and any(t.written is not None for t in choices.turns)
+        met: set[str] = set()
+        for unit in units:
+            label = _unit_family(choices, unit)
+            if label in met or unit.kind == "trait":
+                continue  # a persona trait counts with its turn's written label
+            if unit.kind == "template" and asks:
+                met.add(label)
+                continue
+            rest = keep_only(choices, [u for u in units if u != unit])
+            other = self.base_for(rest)
+            if unit.kind == "world":
+                changed = (
+                    self._world(other, rest).model_dump(mode="json") if rest.world else None
+                ) != world
+            else:  # a turn's choice writes that turn only (a probe's phrasing: any turn)
+                turns = range(len(texts)) if unit.kind == "probe" else (unit.turn,)
+                changed = any(self._turn_text(other, i, rest) != texts[i] for i in turns)
+            if changed:
+                met.add(label)
+        return [f for f in choices.families() if f in met]
 
     def written_turn(self, base: Scenario, i: int, space: _TurnSpace) -> WrittenTurn:
         """What a model needs to write turn ``i`` of ``base`` (template
@@ -2034,6 +2080,25 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
         probe=choices.probe if ChoiceUnit(kind="probe") in keep else 0,
         dropped=choices.dropped,
     )
+
+
+def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
+    """The family (:meth:`Choices.families`) a unit's choice is labelled with."""
+    if unit.kind == "template":
+        return "template"
+    if unit.kind == "probe":
+        return "probe:indirect"
+    if unit.kind == "world":
+        return INJECTED if is_injected(choices.world[unit.step].value) else "world"
+    t = choices.turns[unit.turn]
+    turn = f"turn{unit.turn + 1}:"
+    if unit.kind in ("written", "trait") and t.written is not None:
+        return turn + t.written.family_key
+    if unit.kind == "segment":
+        return turn + "segment"
+    if unit.kind == "entity":
+        return turn + t.entities[unit.step].family
+    return turn + t.steps[unit.step][0]
 
 
 def unit_label(choices: Choices, unit: ChoiceUnit) -> str:

@@ -53,6 +53,12 @@ class ExploredInput:
     """The property the case is decided by (``None``: the scenario's MFT)."""
     kind: str = "EXPLORE"
 
+    @functools.cached_property
+    def families(self) -> list[str]:
+        """The families of ``choices`` whose effect is in the input
+        (:meth:`ChoiceSpace.families_in`): what the report says the input tried."""
+        return self.space.families_in(self.choices)
+
 
 @dataclass
 class LearnedWeights:
@@ -119,7 +125,7 @@ def exploration_summary(
             e.base.id, {"inputs": 0, "families": Counter(), "failed_families": Counter()}
         )
         entry["inputs"] += 1
-        fams = [f.split(":", 1)[1] if ":" in f else f for f in e.choices.families()]
+        fams = [f.split(":", 1)[1] if ":" in f else f for f in e.families]
         entry["families"].update(fams)
         case = cases.get(e.case_id)
         if case is not None and case.verdict in ("FAIL", "UNSTABLE"):
@@ -309,7 +315,7 @@ async def explore_cases(
             {
                 "base": e.base.id,
                 "choices": e.choices.model_dump(mode="json"),
-                "families": e.choices.families(),
+                "families": e.families,
                 "described": e.choices.describe(),
             },
         )
