@@ -87,7 +87,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)"
     )
     run.add_argument(
-        "--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)"
+        "--runs",
+        type=int,
+        help="runs of fixed or zero-failure mode (alone, selects fixed mode: N runs a case); an "
+        "INV case N runs a side, and under 5 (the fewest its test compares) only its first "
+        "paraphrase, left INCONCLUSIVE: --runs 1 starts one run a case",
     )
     run.add_argument(
         "--max-runs-per-case",

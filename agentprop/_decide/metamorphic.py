@@ -49,6 +49,9 @@ def decision_signature(trace: Trace) -> str:
     return ">".join(d or "-" for d in trace.decisions)
 
 
+MIN_RUNS_PER_SIDE = 5
+"""The fewest runs a side an invariance test decides with (fewer tell noise from nothing)."""
+
 EXAMPLES_PER_SIDE = 3
 """Runs kept for the report per side of an invariance test: the first of each behaviour."""
 
@@ -243,6 +246,7 @@ async def acheck_invariance(
     take: int | None = None,
     look_past_undecided_base: bool = False,
     variants_taken: int | None = None,
+    look: str = "a look of the budget's passes",
 ) -> InvarianceResult:
     """Compare the behaviour under each variant with the original's.
 
@@ -256,15 +260,16 @@ async def acheck_invariance(
     trials a full comparison starts with, so the passes share them); fewer than ``n`` a side
     decide nothing (INCONCLUSIVE, the runs per side in the reason). ``variants_taken`` (the
     first look of a budgeted run): sample only the first that many variants, so that every case
-    gets a run before any case gets its second; the others wait for the next pass."""
+    gets a run before any case gets its second; the others wait for the next pass. ``look``
+    says why a ``take`` short of ``n`` stopped there (the reason of the INCONCLUSIVE verdict)."""
     if not variants:
         raise InvalidArgument(
             "check_invariance needs at least one variant (a list of messages per variant)"
         )
-    if n < 5:
+    if n < MIN_RUNS_PER_SIDE:
         raise InvalidArgument(
             f"n={n} runs per side is too few to tell noise from change; use n >= "
-            "5 (20 is the default)"
+            f"{MIN_RUNS_PER_SIDE} (20 is the default)"
         )
     for v in variants:
         if len(v) != len(scenario.turns):
@@ -356,7 +361,7 @@ async def acheck_invariance(
     )
     if reason is None and verdict == "INCONCLUSIVE":
         sides += [0] * (len(variants) + 1 - len(sides))
-        why = "the budget stopped it" if out or take is None else "a look of the budget's passes"
+        why = "the budget stopped it" if out or take is None else look
         parts = (
             [
                 f"{why} at {'/'.join(map(str, sides))} of {n} runs per side (original/variants): "

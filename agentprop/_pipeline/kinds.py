@@ -317,6 +317,7 @@ async def extra_cases(
     inv_runs: int = 20,
     inv_take: int | None = None,
     inv_variants: int | None = None,
+    inv_look: str = "a look of the budget's passes",
     budgeted: bool = False,
     shard: Shard | None = None,
 ) -> list[CaseReport]:
@@ -324,7 +325,8 @@ async def extra_cases(
     each case id, a function deciding that case for another agent. ``inv_take``: an INV case
     takes only that many of its ``inv_runs`` runs a side (a look of a budgeted run's pass);
     ``inv_variants``: and only its first that many variants (the first look of a budgeted run:
-    every case gets a run before any case gets its second);
+    every case gets a run before any case gets its second); ``inv_look``: why a take short of
+    ``inv_runs`` stops there;
     ``budgeted``: a pass of a budgeted run, where an INV case whose base case the budget left
     undecided still shows (and, budget permitting, makes) its runs. ``shard``: only the
     BOUNDARY and DIR cases it keeps (INV cases follow ``scenarios``, sharded by the caller)."""
@@ -519,6 +521,7 @@ async def extra_cases(
                         base=base,
                         take=inv_take if who is agent else None,
                         variants_taken=inv_variants if who is agent else None,
+                        look=inv_look,
                         look_past_undecided_base=budgeted and who is agent,
                         **lanes.for_case(),
                     )

@@ -32,6 +32,7 @@ from agentprop._decide.corpus import (
 )
 from agentprop._decide.holds import holding
 from agentprop._decide.memo import TrialMemo
+from agentprop._decide.metamorphic import MIN_RUNS_PER_SIDE
 from agentprop._decide.oracle import (
     FAILING_PER_RESULT,
     FAILING_PER_SIGNATURE,
@@ -308,6 +309,42 @@ def explicit_settings(settings: RunSettings) -> str | None:
         if v is not None
     ]
     return " ".join(given) or None
+
+
+EXPLICIT_INV_RUNS = 20
+"""An INV case's runs a side under explicit settings without ``--runs`` (``--mode``,
+``--tau``): the profile is set aside, as for every case."""
+
+
+def inv_plan(settings: RunSettings, profile_inv_runs: int, explicit: bool) -> dict[str, Any]:
+    """How an INV case samples its sides (:func:`~agentprop._pipeline.kinds.extra_cases`'s
+    ``inv_runs``, ``inv_take``, ``inv_variants``, ``inv_look``). Under the profile: its
+    ``inv_runs`` a side, a budgeted pass taking its look (``first``: one run of the first
+    paraphrase). ``--runs N`` means N runs a side, as it means N runs of every other case: every
+    paraphrase compared when N reaches the test's fewest (5); below that only the first
+    paraphrase, the case undecided, so ``--runs 1`` starts one run an INV case (its original's
+    run is its path's MFT run). Other explicit settings: :data:`EXPLICIT_INV_RUNS` a side."""
+    if not explicit:
+        return {
+            "inv_runs": profile_inv_runs,
+            "inv_take": {"first": 1, "breadth": 1, "confirm": 1, "deepen": settings.depth}.get(
+                settings.stage
+            ),
+            "inv_variants": 1 if settings.stage == "first" else None,
+        }
+    n = settings.runs
+    if n is None:
+        return {"inv_runs": EXPLICIT_INV_RUNS}
+    if n >= MIN_RUNS_PER_SIDE:
+        return {"inv_runs": n}
+    return {
+        "inv_runs": MIN_RUNS_PER_SIDE,
+        "inv_take": n,
+        "inv_variants": 1,
+        "inv_look": f"--runs {n}: {n} run(s) a side, the first paraphrase only, short of the "
+        f"{MIN_RUNS_PER_SIDE} the two-sample test needs (--runs {MIN_RUNS_PER_SIDE} or more "
+        "compares every paraphrase); ran",
+    }
 
 
 def limited(budget: Budget | None) -> bool:
@@ -801,11 +838,7 @@ async def _arun_cases(
                 replays=replays,
                 settings_for=lambda sc: case_rule(sc).settings,
                 rule_for=lambda sc: case_rule(sc).rule,
-                inv_runs=profile.inv_runs if explicit is None else 20,
-                inv_take={"first": 1, "breadth": 1, "confirm": 1, "deepen": settings.depth}.get(
-                    settings.stage
-                ),
-                inv_variants=1 if settings.stage == "first" else None,
+                **inv_plan(settings, profile.inv_runs, explicit is not None),
                 budgeted=limited(budget),
                 shard=settings.shard,
             )
