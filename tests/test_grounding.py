@@ -529,35 +529,83 @@ def test_a_tool_output_is_read_for_its_facts_once_and_only_for_itself(
 
     from agentprop._judge import grounded
 
-    grounded._facts_of_frozen.cache_clear()
+    grounded._PARTS.clear()
     read: list[Any] = []
-    original = grounded._facts_of_result
+    original = grounded._composed_part
 
-    def counting(result: Any) -> Any:
-        read.append(result)
-        return original(result)
+    def counting(value: Any) -> Any:
+        read.append(value)
+        return original(value)
 
-    monkeypatch.setattr(grounded, "_facts_of_result", counting)
+    monkeypatch.setattr(grounded, "_composed_part", counting)
     output = {"plan_id": "PLAN-BASIC", "orders": [{"id": "O-1", "total": 12.5}] * 20}
     for _ in range(3):
         grounded._result_facts(json.loads(json.dumps(output)))  # a fresh copy, as a run gets
-    assert len(read) == 1
+    assert len(read) == 3  # the output, its orders and the one order, once each
 
     rng = random.Random(31)
+
+    class Text(str):
+        pass
 
     def value(depth: int = 0) -> Any:
         r = rng.random()
         if depth > 3 or r < 0.4:
-            return rng.choice(["A1", "plan PLAN-BASIC 12.5", 1, 1.0, True, None, -0.0, 0.0, 7])
-        if r < 0.7:
+            return rng.choice(
+                ["A1", "plan PLAN-BASIC 12.5", 1, 1.0, True, None, -0.0, 0.0, 7, Text("A1")]
+            )
+        if r < 0.6:
             return [value(depth + 1) for _ in range(rng.randint(0, 3))]
-        return {rng.choice(["a", "plan_id", "total"]): value(depth + 1) for _ in range(3)}
+        if r < 0.7:
+            return tuple(value(depth + 1) for _ in range(rng.randint(0, 3)))
+        return {rng.choice(["a", "plan_id", "total", 3]): value(depth + 1) for _ in range(3)}
 
+    def containers(v: Any) -> int:
+        if isinstance(v, dict):
+            return 1 + sum(map(containers, v.values()))
+        return 1 + sum(map(containers, v)) if isinstance(v, (list, tuple)) else 0
+
+    read.clear()
+    total = 0
     for _ in range(2000):
         v = value()
-        assert grounded._result_facts(v) == original(v), v
-    assert len(read) < 1900  # outputs met again were not read again
-    grounded._facts_of_frozen.cache_clear()  # no fact read through the counting stand-in stays
+        got, expected = grounded._result_facts(v), grounded._facts_of_result(v)
+        assert got == expected, v
+        assert [type(t) for t in got.texts] == [type(t) for t in expected.texts], v
+        total += containers(v)
+    assert 0 < len(read) < 0.9 * total  # outputs (and parts) met again were not read again
+    grounded._PARTS.clear()  # no part read through the counting stand-in stays
+
+
+def test_an_output_that_differs_in_its_canary_rereads_only_what_holds_the_canary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each run plants canaries of its own in the output: the parts around them are the same
+    # in every run and are read once
+    from agentprop._judge import grounded
+
+    grounded._PARTS.clear()
+    read: list[Any] = []
+    original = grounded._composed_part
+
+    def counting(value: Any) -> Any:
+        read.append(value)
+        return original(value)
+
+    monkeypatch.setattr(grounded, "_composed_part", counting)
+
+    def output(canary: str) -> dict[str, Any]:
+        orders = [{"order_id": f"O-{i}", "status": "delivered", "total": i} for i in range(30)]
+        return {"plan": "PLAN-BASIC", "orders": orders, "pii": {"email": canary}}
+
+    first = grounded._result_facts(output("ap-1@example.com"))
+    assert len(read) == 33  # the output, its orders, each order, its PII
+    read.clear()
+    second = grounded._result_facts(output("ap-2@example.com"))
+    assert read == [output("ap-2@example.com"), {"email": "ap-2@example.com"}]
+    assert second == grounded._facts_of_result(output("ap-2@example.com"))
+    assert second != first
+    grounded._PARTS.clear()
 
 
 # ----------------------------------------------------------------------------- the clause it cites

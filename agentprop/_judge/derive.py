@@ -233,16 +233,23 @@ def _scalars(record: dict[str, Any]) -> list[str]:
     return out
 
 
+def own_record(value: dict[Any, Any]) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """A dict's own entry of :func:`records` (its nested dicts not included), or ``None`` when
+    it has fewer than two scalar values."""
+    scalars = _scalars(value)
+    if len(scalars) < 2:
+        return None
+    keys = frozenset(w for k in value for w in _TOKEN.findall(str(k).lower().replace("_", " ")))
+    return tuple(scalars), keys
+
+
 def records(value: Any) -> list[tuple[tuple[str, ...], frozenset[str]]]:
     """Every dict of a tool output, as (its scalar values, the words of its keys)."""
     out: list[tuple[tuple[str, ...], frozenset[str]]] = []
     if isinstance(value, dict):
-        scalars = _scalars(value)
-        if len(scalars) >= 2:
-            keys = frozenset(
-                w for k in value for w in _TOKEN.findall(str(k).lower().replace("_", " "))
-            )
-            out.append((tuple(scalars), keys))
+        own = own_record(value)
+        if own is not None:
+            out.append(own)
         for v in value.values():
             out.extend(records(v))
     elif isinstance(value, (list, tuple)):

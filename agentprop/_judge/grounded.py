@@ -12,9 +12,10 @@ import contextlib
 import contextvars
 import datetime as dt
 import functools
+import marshal
 import re
 from collections import Counter
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -27,6 +28,7 @@ from agentprop._judge.derive import (
     digit_parts,
     grounded_dates,
     nearest_numbers,
+    own_record,
     records,
     stated_dates,
 )
@@ -418,59 +420,129 @@ def _facts_of_result(result: Any) -> _OutputFacts:
     return _OutputFacts(frozenset(numbers), tuple(texts), frozenset(words), tuple(records(result)))
 
 
-def _frozen(value: Any) -> Hashable:
-    """``value``, a tool output of plain JSON types, as a hashable value that equals another's
-    exactly when the two outputs have the same facts: each type tagged (``1``, ``1.0`` and
-    ``True`` differ; a float by its repr, so ``-0.0`` is not ``0.0``), dict keys strings. Any
-    other type (a subclass of ``str`` or ``int`` included) raises :class:`TypeError`."""
-    kind = type(value)
-    if kind is str:
-        return str(value)
-    if kind is dict:
-        items = []
-        for k, v in value.items():
-            if type(k) is not str:
-                raise TypeError(k)
-            items.append((k, _frozen(v)))
-        return ("dict", tuple(items))
-    if kind is list or kind is tuple:
-        return ("list", tuple(_frozen(v) for v in value))
-    if kind is float:
-        return ("float", repr(value))
-    if kind is int or kind is bool or value is None:
-        return (kind.__name__, value)
-    raise TypeError(kind)
+_Record = tuple[tuple[str, ...], frozenset[str]]
 
 
-def _thawed(key: Hashable) -> Any:
-    """The plain JSON value :func:`_frozen` made ``key`` from (a tuple read back as a list)."""
-    if isinstance(key, str):
-        return key
-    assert isinstance(key, tuple)
-    kind, body = key
-    if kind == "dict":
-        return {k: _thawed(v) for k, v in body}
-    if kind == "list":
-        return [_thawed(v) for v in body]
-    if kind == "float":
-        return float(body)
-    return body
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """What one value inside a tool output contributes to the output's facts: its strings and
+    its dict keys in the order :func:`_facts_of_result` reads them, its numbers, words and
+    records (:func:`records`). A container's part is its items' parts joined in order, so an
+    output's facts are composed from its parts (see :func:`_result_facts`)."""
+
+    strings: tuple[str, ...]
+    keys: tuple[str, ...]
+    numbers: frozenset[float]
+    words: frozenset[str]
+    records: tuple[_Record, ...]
 
 
-@functools.lru_cache(maxsize=1024)
-def _facts_of_frozen(key: Hashable) -> _OutputFacts:
-    """:func:`_facts_of_result` by :func:`_frozen` output: every run of a case reads the same
-    tool outputs from the same world, and a 4 KB output took a third of a millisecond to read.
-    A pure function of the output, so sharing it across sessions shares no state."""
-    return _facts_of_result(_thawed(key))
+_NO_PART = _Part((), (), frozenset(), frozenset(), ())
+
+
+class _PartMemo:
+    """Parts of containers by their ``marshal`` (version 2: no back-references, so the bytes
+    depend on the value alone), which takes only plain built-in types, no subclasses, and
+    records them exactly (``1``, ``1.0`` and ``True`` differ; ``-0.0`` is not ``0.0``): equal
+    bytes, equal value, equal facts. Bounded: past :attr:`entries` entries or :attr:`size`
+    bytes of keys it starts afresh; a key over an eighth of :attr:`size` is not kept."""
+
+    __slots__ = ("_parts", "_size", "entries", "hits", "size")
+
+    def __init__(self, entries: int, size: int) -> None:
+        self._parts: dict[bytes, _Part] = {}
+        self._size = 0
+        self.entries = entries
+        self.size = size
+        self.hits = 0
+
+    def get(self, key: bytes) -> _Part | None:
+        found = self._parts.get(key)
+        if found is not None:
+            self.hits += 1
+        return found
+
+    def put(self, key: bytes, part: _Part) -> None:
+        if len(self._parts) >= self.entries or self._size + len(key) > self.size:
+            self._parts.clear()
+            self._size = 0
+        if len(key) <= self.size // 8:
+            self._parts[key] = part
+            self._size += len(key)
+
+    def clear(self) -> None:
+        self._parts.clear()
+        self._size = 0
+        self.hits = 0
+
+
+_PARTS = _PartMemo(entries=8192, size=16 << 20)
+"""Every run of a case reads the same tool outputs from the same world, but for the values a
+run plants in them (its PII canaries): an output met again, or a part of it (a list of orders
+beside the account's canaried PII), is not read again (a 4 KB output took a third of a
+millisecond). Pure functions of the values, so sharing them across sessions shares no state."""
+
+
+def _part(value: Any) -> _Part:
+    """The :class:`_Part` of one value of a tool output."""
+    if isinstance(value, str):
+        return _Part((value,), (), _number_set(value), _words(value), ())
+    if isinstance(value, (dict, list, tuple)):
+        try:
+            key: bytes | None = marshal.dumps(value, 2)
+        except ValueError:  # not plain built-in data (or nested too deep): read, not kept
+            key = None
+        if key is not None:
+            found = _PARTS.get(key)
+            if found is not None:
+                return found
+        part = _composed_part(value)
+        if key is not None:
+            _PARTS.put(key, part)
+        return part
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _NO_PART
+    return _Part((), (), frozenset((float(value),)), frozenset(), ())
+
+
+def _composed_part(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> _Part:
+    """A container's :class:`_Part` from its items' (each looked up in :data:`_PARTS`)."""
+    strings: list[str] = []
+    keys: list[str] = []
+    numbers: set[float] = set()
+    words: set[str] = set()
+    recs: list[_Record] = []
+    if isinstance(value, dict):
+        own = own_record(value)
+        if own is not None:
+            recs.append(own)
+        items: Iterable[tuple[str | None, Any]] = ((str(k), v) for k, v in value.items())
+    else:
+        numbers.add(float(len(value)))
+        items = ((None, v) for v in value)
+    for name, v in items:
+        if name is not None:
+            keys.append(name)
+            words |= _words(name)
+        p = _part(v)
+        strings.extend(p.strings)
+        keys.extend(p.keys)
+        numbers |= p.numbers
+        words |= p.words
+        recs.extend(p.records)
+    return _Part(tuple(strings), tuple(keys), frozenset(numbers), frozenset(words), tuple(recs))
 
 
 def _result_facts(result: Any) -> _OutputFacts:
+    """:func:`_facts_of_result`, composed from the output's parts (:func:`_part`)."""
     try:
-        key = _frozen(result)
-    except (TypeError, RecursionError):  # not plain JSON: read it each time
+        p = _part(result)
+    except RecursionError:  # nested too deep for the parts: as it reads
         return _facts_of_result(result)
-    return _facts_of_frozen(key)
+    texts = p.strings + p.keys
+    if isinstance(result, (int, float)) and not isinstance(result, bool):
+        texts += (str(result),)
+    return _OutputFacts(p.numbers, texts, p.words, p.records)
 
 
 def _turn_facts(t: Turn) -> _TurnFacts:
