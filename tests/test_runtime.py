@@ -846,8 +846,70 @@ def test_a_sync_factory_function_may_start_an_event_loop_of_its_own(
         trace = run(supportops_spec, factory, ["hi", "again"], turn_timeout_s=timeout)
         assert kinds(trace) == [], trace.all_errors()
         assert [t.response["user_message"] for t in trace.turns if t.response] == ["ready"] * 2
-    # built in the caller's thread (its thread-local state at hand), the loop set aside
-    assert threads == [threading.main_thread()]
+    # built in the caller's thread (its thread-local state at hand), the loop set aside: tried
+    # on the loop first, then again off it
+    assert threads == [threading.main_thread()] * 2
+    run(supportops_spec, make_agent, ["hi"], turn_timeout_s=timeout)
+    assert len(threads) == 3  # the next run builds it off the loop at once
+
+
+class NeedsTheLoop:
+    """An async agent whose constructor takes the running loop, as an HTTP session does."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+
+    async def turn(self, message: str, ctx: TurnContext) -> None:
+        respond(ctx, message="ready")
+
+
+def test_a_sync_factory_function_may_build_an_agent_that_needs_the_running_loop(
+    supportops_spec: Spec,
+) -> None:
+    # every sync factory function was called with the loop set aside: an async agent taking
+    # the running loop failed every run, "agent factory raised RuntimeError: no running event
+    # loop", blamed on the agent
+    from agentprop._agents.loading import make_factory
+
+    def make_agent() -> NeedsTheLoop:
+        return NeedsTheLoop()
+
+    for factory in (lambda: NeedsTheLoop(), make_agent, make_factory(NeedsTheLoop, {}).factory):
+        for _ in range(2):
+            trace = run(supportops_spec, factory, ["hi"])
+            assert kinds(trace) == [], trace.all_errors()
+            assert trace.turns[0].response is not None
+
+
+def test_a_factory_failing_for_its_own_reasons_is_called_once_and_blamed_on_the_agent(
+    supportops_spec: Spec,
+) -> None:
+    calls: list[int] = []
+
+    def make_agent() -> Any:
+        calls.append(1)
+        raise RuntimeError("no API key")
+
+    trace = run(supportops_spec, make_agent, ["hi"])
+    assert kinds(trace) == ["agent_exception"]
+    assert "agent factory raised RuntimeError: no API key" in trace.all_errors()[0].message
+    assert calls == [1]
+
+
+def test_a_refused_asyncio_run_leaves_no_coroutine_unawaited(supportops_spec: Spec) -> None:
+    import gc
+    import warnings
+
+    def make_agent() -> Any:
+        asyncio.run(_ready())
+        return lambda message, ctx: respond(ctx)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = run(supportops_spec, make_agent, ["hi"])
+        gc.collect()
+    assert kinds(trace) == [], trace.all_errors()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
 
 
 # ----------------------------------------------------------------------------- the returned trace

@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
@@ -526,7 +527,7 @@ def _sync_agent_class(factory: AgentFactory) -> bool:
 
 def _sync_factory_function(factory: AgentFactory) -> bool:
     """Whether ``factory`` is a user's sync function (not a class, not ``async``, not
-    agentprop's own): it is called as a sync agent class is built (:func:`_build`)."""
+    agentprop's own): it is called as :func:`_build` says."""
     made = _built_from(factory)
     return (
         callable(made)
@@ -536,15 +537,84 @@ def _sync_factory_function(factory: AgentFactory) -> bool:
     )
 
 
+_LOOP_RUNNING = (
+    "cannot be called from a running event loop",  # asyncio.run, asyncio.Runner.run
+    "event loop is already running",  # loop.run_until_complete on the running loop
+    "while another loop is running",  # a new loop's run_until_complete
+    "already running asyncio in this thread",  # anyio.run
+)
+"""What the ``RuntimeError`` says when code that starts a loop of its own meets ours."""
+
+_OWN_LOOP_FACTORIES: weakref.WeakSet[object] = weakref.WeakSet()
+"""The sync factory functions seen to start a loop of their own: built with the loop set aside
+at once, not first tried on it."""
+
+
+def _met_our_loop(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from or while handling) is code starting
+    a loop of its own inside ours: the running loop's fault, not the agent's."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, RuntimeError) and any(m in str(cause) for m in _LOOP_RUNNING):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _close_unstarted(exc: BaseException) -> None:
+    """Close the coroutines asyncio refused to run on our loop (``asyncio.run(main())``: its
+    frames in ``exc``'s traceback hold them, unstarted), so none warns it "was never awaited":
+    the factory makes them again off the loop."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        local = tb.tb_frame.f_locals.values() if module.split(".")[0] == "asyncio" else ()
+        for value in list(local):
+            if (
+                inspect.iscoroutine(value)
+                and inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+            ):
+                value.close()
+        tb = tb.tb_next
+
+
+def _remember_own_loop(factory: AgentFactory) -> None:
+    try:
+        _OWN_LOOP_FACTORIES.add(factory)
+    except TypeError:  # not weakly referable: tried on the loop again next time
+        pass
+
+
 def _build(factory: AgentFactory) -> Agent:
-    """The agent ``factory`` makes. A user's sync agent class, or a user's sync factory
-    function, is called in this thread with the loop set aside (:func:`call_off_loop`), so it
-    may start a loop of its own (``asyncio.run``) as its sync turns may; no thread hop, which
-    a run of a trivial agent would pay for. Anything else (an async agent's class, agentprop's
-    own factories) is built on the loop, where its loop-bound clients belong."""
-    if _sync_agent_class(factory) or _sync_factory_function(factory):
+    """The agent ``factory`` makes. A user's sync agent class is called in this thread with
+    the loop set aside (:func:`call_off_loop`), so it may start a loop of its own
+    (``asyncio.run``) as its sync turns may. A user's sync factory function may do either: build
+    an async agent that needs the running loop (``asyncio.get_running_loop()``, an HTTP
+    session), or start a loop of its own. It is called on the loop; if it fails only because it
+    met our loop (:func:`_met_our_loop`), it is called again with the loop set aside (so what
+    it did before that runs twice, once), and from then on at once. No thread hop, which a run
+    of a trivial agent would pay for. Anything else (an async agent's class, agentprop's own
+    factories) is built on the loop, where its loop-bound clients belong."""
+    if _sync_agent_class(factory):
         return call_off_loop(factory)
-    return factory()
+    if not _sync_factory_function(factory):
+        return factory()
+    try:
+        seen = factory in _OWN_LOOP_FACTORIES
+    except TypeError:  # unhashable
+        seen = False
+    if seen:
+        return call_off_loop(factory)
+    try:
+        return factory()
+    except Exception as exc:
+        if not _met_our_loop(exc):
+            raise
+        _close_unstarted(exc)
+    _remember_own_loop(factory)
+    return call_off_loop(factory)
 
 
 async def _run_turn(
