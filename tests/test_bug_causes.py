@@ -350,3 +350,96 @@ def test_one_cause_on_two_paths_is_one_bug(project: Project) -> None:
     assert {c.node for c in failing} == {"END_CANCELLED", "END_ADDRESS_UPDATED"}
     [bug] = _found(report)
     assert bug.key == SKIP_AUTH and bug.cause == []
+
+
+# ----------------------------------------------------------------------------- where a case goes
+
+SIG = SKIP_AUTH.replace("must_call_tools_in_order:", "must_call_tools_in_order@turn0:")
+
+
+def _failing(
+    case_id: str, families: list[str], behaviour: str | None, **details: Any
+) -> CaseReport:
+    """An explored input failing with ``SIG``; ``behaviour``: the tool its failing run called
+    (``None``: no run kept)."""
+    from agentprop._pipeline.report.model import FailureSummary, RunTrace
+    from agentprop._scenario.trace import ToolCall, Trace, Turn
+
+    case = _hit(case_id, families).case
+    case.messages = [case_id]
+    case.failures = [FailureSummary(signature=SIG, explanation="", count=1, first_trial=0)]
+    case.details.update(details)
+    if behaviour is not None:
+        turn = Turn(index=0, user_message=case_id, tool_calls=[ToolCall(name=behaviour)])
+        case.traces = [
+            RunTrace(trial=0, passed=False, signature=SIG, turn=0, trace=Trace(turns=[turn]))
+        ]
+    return case
+
+
+def _report_of(cases: list[CaseReport]) -> RunReport:
+    from agentprop._pipeline.report.model import AgentInfo, Metrics, SpecInfo
+
+    return RunReport(
+        agentprop_version="0",
+        spec=SpecInfo(id="s"),
+        agent=AgentInfo(ref="a"),
+        cases=cases,
+        metrics=Metrics(
+            cases=len(cases), passed=0, failed=len(cases), unstable=0, case_pass_rate=0.0, runs=0
+        ),
+    )
+
+
+def test_a_case_nothing_ties_to_a_cause_is_filed_by_default_and_the_note_says_so() -> None:
+    """Two causes (hurried, Chinese); a third input holds neither's families, kept no failing
+    run and its failure was not reconfirmed on shrinking: it went under the first cause as if
+    that were its cause, silently."""
+    from agentprop._pipeline.bugs import find_bugs
+
+    cases = [
+        _failing("a", ["turn1:urgency"], None),
+        _failing("bb", ["turn1:codeswitch"], None),
+        _failing("ccc", ["turn1:typo"], None),
+    ]
+    kept = {"a": (["urgency"], ["a"], True), "bb": (["codeswitch"], ["b"], True)}
+
+    def shrink(case: CaseReport, signature: str) -> ShrinkReport:
+        families, behaviour, fails = kept.get(case.id, (["typo"], ["c"], False))
+        return _shrunk(families, behaviour, fails=fails)
+
+    bugs = find_bugs(_report_of(cases), shrink, shrinkable=lambda c: True)
+    assert [(b.cause, b.cases) for b in bugs] == [
+        (["urgency"], ["a", "ccc"]),
+        (["codeswitch"], ["bb"]),
+    ]
+    assert "1 failing case(s) here (ccc) match no cause" in (bugs[0].note or "")
+    assert "match no cause" not in (bugs[1].note or "")
+
+
+def test_a_replayed_split_puts_a_case_under_the_cause_whose_run_it_repeats() -> None:
+    """The corpus keeps a split; on its replay, other failing cases went by families alone, so
+    a Chinese input whose families name neither cause (a Chinese template, a closing '谢谢')
+    went under the first cause, though its run did what the Chinese cause's replay did; the
+    run that found the split puts it by that run (:func:`_owner`)."""
+    from agentprop._pipeline.bugs import find_bugs
+
+    def known(case_id: str, cause: str, behaviour: str) -> CaseReport:
+        case = _failing(case_id, [], behaviour, signature=SIG, cause=[cause])
+        case.kind = "REGRESSION"
+        return case
+
+    cases = [
+        known("ra", "urgency", "skip"),
+        known("rb", "codeswitch", "refetch"),
+        _failing("x", ["template", "turn1:closing"], "refetch"),
+        _failing("y", ["turn1:typo"], None),
+    ]
+    bugs = find_bugs(_report_of(cases), None, shrinkable=lambda c: True)
+    assert [(b.cause, b.cases) for b in bugs] == [
+        (["urgency"], ["ra", "y"]),
+        (["codeswitch"], ["rb", "x"]),
+    ]
+    assert "(y) match no cause" in (bugs[0].note or "") and "match no cause" not in (
+        bugs[1].note or ""
+    )

@@ -12,7 +12,7 @@ never counts as "still fails"; it is noted, or reported unconfirmed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,23 +412,50 @@ def distinct_causes(
     return causes, spent
 
 
-def _owner(hit: Hit, causes: list[Cause]) -> Cause:
-    """The cause a failing case is put under: its own when it is a representative, else the one
-    cause whose representative's failing run it did alike (what the agent did is the stronger
-    evidence: a family's words need not carry its cause's trigger in every language), else the
-    first whose families it holds, else the first cause."""
-    own = next((c for c in causes if c.hit is hit), None)
-    if own is not None:
-        return own
+def _placed(hit: Hit, owners: Sequence[tuple[Hit, frozenset[str] | None]]) -> tuple[int, str]:
+    """Which of ``owners`` (each a cause's representative and the families its reproducer
+    needs) a failing case goes under, and on what evidence: ``representative`` (it is one),
+    ``run`` (its failing run did what exactly one representative's run did: the stronger
+    evidence, as a family's words need not carry its cause's trigger in every language),
+    ``families`` (it holds the first's families whose run matched none alone), else ``run``
+    (the first of several alike) or ``default``: nothing ties it to a cause, so it is put under
+    the first, which is not shown to be its cause (the bug's note says so)."""
+    for i, (rep, _) in enumerate(owners):
+        if rep is hit:
+            return i, "representative"
     did = case_behaviour(hit)
-    alike = [c for c in causes if did is not None and case_behaviour(c.hit) == did]
+    alike = [
+        i for i, (rep, _) in enumerate(owners) if did is not None and case_behaviour(rep) == did
+    ]
     if len(alike) == 1:
-        return alike[0]
+        return alike[0], "run"
     fams = case_families(hit.case)
-    return next(
-        (c for c in causes if fams is not None and c.families is not None and c.families <= fams),
-        alike[0] if alike else causes[0],
+    for i, (_, needs) in enumerate(owners):
+        if fams is not None and needs and needs <= fams:
+            return i, "families"
+    return (alike[0], "run") if alike else (0, "default")
+
+
+def _owner(hit: Hit, causes: list[Cause]) -> tuple[Cause, str]:
+    """The cause a failing case is put under, and the evidence (:func:`_placed`)."""
+    i, why = _placed(hit, [(c.hit, c.families) for c in causes])
+    return causes[i], why
+
+
+def unplaced_note(case_ids: Sequence[str]) -> str:
+    """What a bug's note says of the failing cases put under it by default (:func:`_placed`)."""
+    shown = ", ".join(case_ids[:3]) + (
+        f" and {len(case_ids) - 3} more" if len(case_ids) > 3 else ""
     )
+    return (
+        f"{len(case_ids)} failing case(s) here ({shown}) match no cause: their failing run did "
+        "not do what one cause's representative did and they hold no reproducer's families, so "
+        "they are filed under this cause by default, not shown to be it"
+    )
+
+
+def _with_note(bug: BugReport, more: str) -> None:
+    bug.note = f"{bug.note}; {more}" if bug.note else more
 
 
 def cause_text(families: frozenset[str]) -> str:
@@ -565,8 +592,12 @@ def find_bugs(
             _from_shrink(bug, rep, shrunk)
             bug.shrink_runs += unsplit_runs
             continue
+        unplaced: dict[int, list[str]] = {}
         for hit in group.hits:
-            _owner(hit, causes).hits.append(hit)
+            owner, why = _owner(hit, causes)
+            owner.hits.append(hit)
+            if why == "default":
+                unplaced.setdefault(id(owner), []).append(hit.case.id)
         others = [cause_text(c.families or frozenset()) for c in causes]
         for i, cause in enumerate(causes):
             assert cause.families is not None
@@ -579,7 +610,9 @@ def find_bugs(
                 f"one of {len(causes)} causes behind {group.key}: its reproducer needs {text}, "
                 f"the other(s) {rest}; each reproducer keeps only its own"
             )
-            bug.note = f"{bug.note}; {split}" if bug.note else split
+            _with_note(bug, split)
+            if cause.hits and id(cause) in unplaced:
+                _with_note(bug, unplaced_note(list(dict.fromkeys(unplaced[id(cause)]))))
             if i == 0:
                 bug.shrink_runs += unsplit_runs
     report.bugs = bugs + list(met_while_shrinking.values())
@@ -600,21 +633,24 @@ def _known_causes(
         _from_corpus(new_bug(group.key, group.hits), known[0])
         return
     parts: dict[frozenset[str], list[Hit]] = {c: [] for c in by_cause}
+    owners = [(h, c) for c, h in by_cause.items()]
+    unplaced: dict[frozenset[str], list[str]] = {}
     for hit in group.hits:
-        fams = case_families(hit.case)
-        owner = (
-            frozenset(str(c) for c in hit.case.details.get("cause") or ())
-            if any(h is hit for h in known)
-            else next(
-                (c for c in by_cause if c and fams is not None and c <= fams), next(iter(by_cause))
-            )
-        )
+        if any(h is hit for h in known):
+            owner = frozenset(str(c) for c in hit.case.details.get("cause") or ())
+        else:  # the same evidence as on the run that split it (:func:`_placed`)
+            i, why = _placed(hit, owners)
+            owner = owners[i][1]
+            if why == "default":
+                unplaced.setdefault(owner, []).append(hit.case.id)
         parts[owner].append(hit)
     for cause, hits in parts.items():
         key = f"{group.key} [cause: {cause_text(cause)}]" if cause else group.key
         bug = new_bug(key, hits)
         bug.cause = sorted(cause)
         _from_corpus(bug, by_cause[cause])
+        if cause in unplaced:
+            _with_note(bug, unplaced_note(list(dict.fromkeys(unplaced[cause]))))
 
 
 def _unshrunk(bug: BugReport, hit: Hit, note: str) -> None:
