@@ -136,29 +136,127 @@ def numbers_in(text: str) -> list[float]:
     return [v for v, _, _ in _stated_numbers(text)]
 
 
-_COUNT_WORDS = {
-    w: float(n)
-    for n, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-    if n >= 2
-}
-_COUNT_WORD = re.compile(r"(?<![A-Za-z-])(" + "|".join(_COUNT_WORDS) + r")(?![A-Za-z])", re.I)
-_ZH_DIGITS = {c: n for n, c in enumerate("零一二三四五六七八九")} | {"两": 2}
-_ZH_COUNT = re.compile(
-    r"(十[一二三四五六七八九]?|二十|[两二三四五六七八九])\s?(?:个月|个|天|周|年|期|晚|位|张|次)"
+_EN_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"
+).split()
+_EN_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_EN_WORDS: dict[str, int] = (
+    {w: n for n, w in enumerate(_EN_UNITS)}
+    | {w: 20 + 10 * n for n, w in enumerate(_EN_TENS)}
+    | {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 )
+_EN_WORD = "|".join(sorted(_EN_WORDS, key=len, reverse=True))
+_EN_RUN = re.compile(
+    rf"(?<![A-Za-z-])(?P<run>(?:a\s+(?=(?:hundred|thousand|million)\b))?(?:{_EN_WORD})"
+    rf"(?:(?:-|\s+|\s+and\s+)(?:{_EN_WORD})(?![A-Za-z]))*)(?![A-Za-z])(?:-(?P<after>[A-Za-z]+))?",
+    re.I,
+)
+_EN_TOKEN = re.compile(rf"\b(?:a|and|{_EN_WORD})\b", re.I)
+_HYPHEN_UNITS = frozenset(
+    "second minute hour day night week month year person people guest room bed seat ticket "
+    "item piece page step digit letter character installment instalment payment".split()
+)
+"""The words a number word is hyphenated to and still counts ("a fourteen-day window", "a
+four-digit code"); before any other word it is part of that word ("two-factor", "one-time")."""
+_NEXT = {
+    "start": {"unit", "teen", "tens"},
+    "unit": {"hundred", "scale"},
+    "teen": {"hundred", "scale"},
+    "tens": {"unit", "scale"},
+    "hundred": {"and", "unit", "teen", "tens", "scale"},
+    "scale": {"and", "unit", "teen", "tens"},
+    "and": {"unit", "teen", "tens"},
+}
+"""What may follow what in one English numeral: "twenty-five", "one hundred and five", "two
+thousand four hundred"; "two three" is two numerals, "twenty twenty" too."""
+
+
+def _en_class(word: str) -> str:
+    if word in ("and", "hundred"):
+        return word
+    if word in ("thousand", "million"):
+        return "scale"
+    n = _EN_WORDS[word]
+    return "unit" if n < 10 else "teen" if n < 20 else "tens"
+
+
+def _en_numerals(words: Sequence[str]) -> list[int]:
+    """The numerals a run of English number words spells, left to right."""
+    out: list[int] = []
+    total = group = 0
+    state = "start"
+    open_ = False
+    for word in words:
+        if word == "a":  # "a hundred": the pattern lets "a" through only before a scale
+            if open_:
+                out.append(total + group)
+            total, group, state, open_ = 0, 1, "unit", True
+            continue
+        kind = _en_class(word)
+        if kind not in _NEXT[state]:
+            if open_:
+                out.append(total + group)
+            total = group = 0
+            state, open_ = "start", False
+            if kind not in _NEXT[state]:
+                continue  # "and" or a scale word without a number before it
+        n = _EN_WORDS.get(word, 0)
+        if kind == "hundred":
+            group = (group or 1) * 100
+        elif kind == "scale":
+            total, group = total + (group or 1) * n, 0
+        elif kind != "and":
+            group += n
+        state, open_ = kind, True
+    if open_:
+        out.append(total + group)
+    return out
+
+
+_ZH_DIGITS = {c: n for n, c in enumerate("零一二三四五六七八九")} | {"两": 2, "兩": 2, "〇": 0}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
+_ZH_SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
+_ZH_NUMERAL = "零〇一二两兩三四五六七八九十百千万萬亿億"
+_ZH_COUNT = re.compile(rf"([{_ZH_NUMERAL}]+)\s?(?:个月|个|天|周|年|期|晚|位|张|次)")
+
+
+def _zh_numerals(run: str) -> list[int]:
+    """The numbers a run of Chinese numerals writes: 二十五 25, 三十 30, 一百零五 105, 两万五千
+    25000; digit by digit without a 十, 百 or 千 (二〇二六 2026); two digits side by side are two
+    numbers (两三个: 2 or 3)."""
+    if not any(c in _ZH_UNITS or c in _ZH_SCALES for c in run):
+        digits = [_ZH_DIGITS[c] for c in run]
+        if len(digits) == 2 and "零" not in run and "〇" not in run:
+            return digits
+        return [int("".join(map(str, digits)))]
+    total = section = num = 0
+    for c in run:
+        if c in _ZH_DIGITS:
+            num = _ZH_DIGITS[c]
+        elif c in _ZH_UNITS:
+            section += (num or 1) * _ZH_UNITS[c]
+            num = 0
+        else:
+            total += ((section + num) or 1) * _ZH_SCALES[c]
+            section = num = 0
+    return [total + section + num]
 
 
 def _count_words(text: str) -> set[float]:
-    """Counts a source writes in words: "six" months, 六个月, 十二期 (2 to 20)."""
-    out = {_COUNT_WORDS[m.group(1).lower()] for m in _COUNT_WORD.finditer(text)}
+    """Counts a source writes in words: "six" months, "twenty-five" days, "one hundred and
+    five", 六个月, 十二期, 二十五天 (not 0 or 1: "one" and 一 are words too). A number word
+    hyphenated to a word that is not a unit ("two-factor", "one-time") is part of that word."""
+    out: set[float] = set()
+    for m in _EN_RUN.finditer(text):
+        numerals = _en_numerals([w.lower() for w in _EN_TOKEN.findall(m.group("run"))])
+        after = (m.group("after") or "").lower()
+        if after and after not in _HYPHEN_UNITS and after.rstrip("s") not in _HYPHEN_UNITS:
+            numerals = numerals[:-1]
+        out.update(float(n) for n in numerals)
     for m in _ZH_COUNT.finditer(text):
-        w = m.group(1)
-        n = 20 if w == "二十" else 10 + _ZH_DIGITS.get(w[1:], 0) if w[0] == "十" else _ZH_DIGITS[w]
-        out.add(float(n))
-    return out
+        out.update(float(n) for n in _zh_numerals(m.group(1)))
+    return {n for n in out if n >= 2}
 
 
 @functools.lru_cache(maxsize=16384)

@@ -1,0 +1,61 @@
+"""How the grounding oracle reads its sources: a number written in words grounds the whole
+numeral, not a part of it, and only the value the words write."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentprop import Trace, Verdict
+from agentprop._judge.grounded import _number_set, response_grounded
+from agentprop._scenario.trace import ToolCall, Turn
+
+
+def _reply(user: str, output: object, text: str, kinds: tuple[str, ...] = ("numbers",)) -> Verdict:
+    call = ToolCall(name="lookup", result=output)
+    turn = Turn(index=0, user_message=user, tool_calls=[call], response={"user_message": text})
+    return response_grounded(Trace(turns=[turn]), "user_message", list(kinds))
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        ("Refunds within twenty-five days", 25),
+        ("twenty five days", 25),
+        ("one hundred and five nights", 105),
+        ("two thousand four hundred", 2400),
+        ("a fourteen-day window", 14),
+        ("三十天", 30),
+        ("二十五天", 25),
+        ("一百零五天", 105),
+        ("两万五千个", 25000),
+    ],
+)
+def test_a_numeral_in_words_grounds_its_whole_value(written: str, value: int) -> None:
+    assert float(value) in _number_set(written)
+
+
+@pytest.mark.parametrize(
+    ("written", "part"),
+    [
+        ("Refunds within twenty-five days", 20),
+        ("Refunds within twenty-five days", 5),
+        ("one hundred and five nights", 5),
+        ("Turn on two-factor login", 2),
+        ("a one-time code", 1),
+        ("the twenty-fifth", 20),
+        ("三十天", 10),
+        ("二十五天", 15),
+    ],
+)
+def test_a_part_of_a_numeral_or_of_a_word_grounds_nothing(written: str, part: int) -> None:
+    assert float(part) not in _number_set(written)
+
+
+def test_a_reply_stating_part_of_a_spelled_number_is_ungrounded() -> None:
+    output = {"policy": "Refunds within twenty-five days"}
+    assert _reply("Can I return it?", output, "You have 25 days.").passed
+    verdict = _reply("Can I return it?", output, "You have 20 days.")
+    assert not verdict.passed and "'20'" in verdict.explanation
+    zh = {"policy": "三十天内可退款"}
+    assert _reply("可以退吗？", zh, "您有30天。").passed
+    assert not _reply("可以退吗？", zh, "您有10天。").passed
