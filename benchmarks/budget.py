@@ -2,7 +2,8 @@
 unlimited, beside one run per case (``--runs 1``), all in this one process.
 
 Usage:
-``python benchmarks/budget.py [--json PATH] [--zoo pack|blind|both] [--full] [--blind-rate P]``
+``python benchmarks/budget.py [--json PATH] [--zoo pack|blind|both] [--quick | --full]
+[--blind-rate P]``; ``python benchmarks/budget.py --rejudge JSON [--json PATH]``
 
 Two zoos. ``pack``: the pack-derived faults of :data:`find.ZOO` on the bundled examples (by
 default the first of each example; ``--full``: all of them). ``blind``: the faults of the frozen
@@ -11,10 +12,12 @@ blind spec zoo ``benchmarks/_specs_zoo`` (its MANIFEST's knobs at their
 marks detectable (by default the first of each spec; ``--full``: all of them). For every fault the
 spec's default run (the ``ci`` profile, every kind, ``--explore 12``, seed 0, no corpus, nothing
 shrunk) is made at each budget with the fault on, plus once with ``--runs 1`` (fixed, one run a
-case, no budget). A fault is *found* when the run reports a bug (failures grouped by signature) that
-the spec's correct agent does not show in its own runs (unlimited, and at the same budget when it
-was run there): a correct agent's false alarm is not a find. Then the correct agents run unlimited
-and at 1x (``--full``: at every budget): any case that is FAIL or UNSTABLE is a false alarm unless
+case, no budget: an INV case one run of its first paraphrase, its original's being its path's MFT
+run), whose runs started are counted per case kind. A fault is *found* when the run reports a bug
+(failures grouped by signature) that the spec's correct agent does not show in its own runs
+(unlimited, and at the same budget, or with ``--runs 1``, when it was run there): a correct
+agent's false alarm is not a find. The correct agents run unlimited, at 1x (``--full``: at every
+budget) and with ``--runs 1``: any case that is FAIL or UNSTABLE at a budget is a false alarm unless
 a frozen blind adjudication (``benchmarks/_adjudication``) judged that very input valid and the
 agent wrong on it (then it is counted as the agent's error, beside the false alarms); the
 bundled examples' unlimited runs give the default's runs started per case
@@ -22,7 +25,10 @@ bundled examples' unlimited runs give the default's runs started per case
 
 ``--json PATH`` writes ``found_rate_at_1x``, ``found_rate_at_3x``, ``found_rate_at_10x``,
 ``found_rate_unlimited``, ``found_rate_one_run_per_case``, ``default_runs_per_case``,
-``false_alarms`` (over the zoos run), the same per zoo under ``zoos`` and the per-fault entries.
+``false_alarms`` (over the zoos run), ``one_run_per_case_by_kind`` (the baseline's cases and
+runs started per kind), the same per zoo under ``zoos`` (with the correct agents' failing inputs,
+which ``--rejudge`` judges again against the adjudications of a later day, running nothing) and
+the per-fault entries.
 Targets (issue #31): found at 1x >= one run per case; found at 3x >= 0.9 of unlimited; default
 runs per case <= 3; false alarms 0. Seeded: a rerun prints the same table.
 """
@@ -31,11 +37,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +57,17 @@ from find import ZOO, project_of  # noqa: E402
 from agentprop import load_agent, load_project  # noqa: E402
 from agentprop._agents.project import Project  # noqa: E402
 from agentprop._decide.memo import TrialMemo  # noqa: E402
+from agentprop._decide.records import (  # noqa: E402
+    AnyRecord,
+    DecisionStart,
+    Recorder,
+    TrialLine,
+    recording,
+)
 from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
+from agentprop._scenario.trace import Trace  # noqa: E402
 from benchmarks._support.adjudicated import Adjudications, Failure, failure_of  # noqa: E402
 
 EXAMPLES = ("supportops", "expenseguard", "datainsights")
@@ -58,6 +75,35 @@ MULTIPLES = (1, 3, 10)
 QUICK_PER_EXAMPLE = 1
 BLIND = ROOT / "benchmarks" / "_specs_zoo"
 ZOOS = ("pack", "blind")
+KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "DIR", "INV", "JUDGE", "REGRESSION", "CORPUS")
+
+
+class KindTally(Recorder):
+    """A recorder that writes nothing and counts the runs started per case kind (a decision
+    is labelled MFT, or named after its case: ``INV …``, ``DIR …``, ``EXPLORE …``)."""
+
+    def __init__(self) -> None:  # no files: Recorder's own __init__ opens them
+        self._lock = threading.Lock()
+        self._next = 0
+        self.lines = 0
+        self.shard = None
+        self.kind_of: dict[int, str] = {}
+        self.started: Counter[str] = Counter()
+
+    def write(self, record: AnyRecord) -> None:
+        with self._lock:
+            if isinstance(record, DecisionStart):
+                word = record.case.split(" ", 1)[0].upper()
+                # a decision named by its scenario alone is that scenario's MFT check
+                self.kind_of[record.decision] = record.kind or (word if word in KINDS else "MFT")
+            elif isinstance(record, TrialLine) and record.status == "started":
+                self.started[self.kind_of.get(record.decision, "MFT")] += 1
+
+    def write_trace(self, trace_id: str, trace: Trace) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -82,6 +128,8 @@ class Outcome:
     blind adjudication judged the input valid and the agent wrong: see :func:`zoo_summary`)."""
     seconds: float
     failures: list[Failure] = field(default_factory=list)
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per case kind: its ``cases`` and the ``runs_started`` for them (counted when asked)."""
 
 
 _BLIND_PROJECTS: dict[str, Project] = {}
@@ -102,9 +150,11 @@ def run(
     *,
     max_runs: int | None = None,
     one_run: bool = False,
+    count_kinds: bool = False,
 ) -> Outcome:
     """``agentprop run SPEC [--fault K=P] [--max-runs N | --runs 1] --corpus none
-    --shrink-budget 0``, in process: bugs are grouped (what "found" reads), none is shrunk."""
+    --shrink-budget 0``, in process: bugs are grouped (what "found" reads), none is shrunk.
+    ``count_kinds``: count the runs started per case kind (:class:`KindTally`)."""
     proj = project(zoo, spec)
     agent = load_agent(proj.bindings.agent or "", proj.base_dir, dict(faults))
     settings = RunSettings(runs=1) if one_run else RunSettings()
@@ -124,7 +174,16 @@ def run(
         shrink_failures(proj, agent, report, budget=0, corpus=None)  # groups the failures into bugs
         return report
 
-    report = asyncio.run(go())
+    tally = KindTally() if count_kinds else None
+    with recording(tally) if tally is not None else contextlib.nullcontext():
+        report = asyncio.run(go())
+    by_kind: dict[str, dict[str, int]] = {}
+    if tally is not None:
+        cases = Counter(c.kind for c in report.cases)
+        by_kind = {
+            k: {"cases": cases[k], "runs_started": tally.started[k]}
+            for k in sorted(set(cases) | set(tally.started), key=_kind_order)
+        }
     bugs = {b.key for b in report.bugs if b.origin == "cases"}
     bad = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
     return Outcome(
@@ -134,7 +193,27 @@ def run(
         [c.id for c in bad],
         time.perf_counter() - started,
         [failure_of(spec, 0, c.id, c.messages, (f.clause for f in c.failures)) for c in bad],
+        by_kind,
     )
+
+
+def _kind_order(kind: str) -> int:
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
+def add_kinds(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+    for kind, counts in more.items():
+        mine = into.setdefault(kind, {"cases": 0, "runs_started": 0})
+        for key, n in counts.items():
+            mine[key] += n
+
+
+def per_case(by_kind: dict[str, dict[str, int]]) -> dict[str, dict[str, float | int | None]]:
+    """``by_kind`` with each kind's runs started per case."""
+    return {
+        kind: {**c, "runs_per_case": c["runs_started"] / c["cases"] if c["cases"] else None}
+        for kind, c in sorted(by_kind.items(), key=lambda kv: _kind_order(kv[0]))
+    }
 
 
 def manifest() -> dict[str, Any]:
@@ -192,7 +271,11 @@ class ZooResult:
     entries: list[dict[str, Any]] = field(default_factory=list)
     cases: dict[str, int] = field(default_factory=dict)
     clean: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    clean_one_run: dict[str, Outcome] = field(default_factory=dict)
+    """The correct agent with ``--runs 1``: its bugs are not finds of the baseline."""
     skipped: list[str] = field(default_factory=list)
+    one_run_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The baseline's (``--runs 1``, every fault's run) cases and runs started per kind."""
 
 
 def measure_zoo(
@@ -206,10 +289,12 @@ def measure_zoo(
         out.clean[spec] = {"unlimited": unlimited}
         for k in MULTIPLES if full else MULTIPLES[:1]:
             out.clean[spec][f"{k}x"] = run(zoo, spec, {}, max_runs=k * out.cases[spec])
+        out.clean_one_run[spec] = run(zoo, spec, {}, one_run=True)
         failing = sum(len(o.failing) for o in out.clean[spec].values())
         print(
             f"  clean {zoo}:{spec}: {out.cases[spec]} cases, {unlimited.started} runs started "
-            f"unlimited, {failing} failing case(s) over its budgets (judged in the summary)",
+            f"unlimited, {failing} failing case(s) over its budgets (judged in the summary), "
+            f"{len(out.clean_one_run[spec].failing)} with --runs 1",
             file=log,
         )
     for t in targets:
@@ -221,17 +306,20 @@ def measure_zoo(
             known = clean["unlimited"].bugs | (clean[at].bugs if at in clean else set())
             return bool(o.bugs - known)
 
+        def found_one_run(o: Outcome, spec: str = t.spec) -> bool:
+            return bool(o.bugs - out.clean[spec]["unlimited"].bugs - out.clean_one_run[spec].bugs)
+
         row: dict[str, Any] = {"zoo": zoo, "spec": t.spec, "knob": t.knob, "rate": t.rate}
         for k in MULTIPLES:
             o = run(zoo, t.spec, knobs, max_runs=k * n)
             row[f"found_at_{k}x"], row[f"runs_at_{k}x"] = found(o, f"{k}x"), o.started
         o = run(zoo, t.spec, knobs)
         row["found_unlimited"], row["runs_unlimited"] = found(o, "unlimited"), o.started
-        o = run(zoo, t.spec, knobs, one_run=True)
-        row["found_one_run_per_case"], row["runs_one_run_per_case"] = (
-            found(o, "unlimited"),
-            o.started,
-        )
+        o = run(zoo, t.spec, knobs, one_run=True, count_kinds=True)
+        row["found_one_run_per_case"], row["runs_one_run_per_case"] = found_one_run(o), o.started
+        row["cases_one_run_per_case"] = o.cases
+        row["one_run_per_case_by_kind"] = o.by_kind
+        add_kinds(out.one_run_by_kind, o.by_kind)
         out.entries.append(row)
         print(
             f"  {zoo}:{t.spec}:{t.knob}: "
@@ -263,8 +351,7 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
     }
     # a correct agent's failure is a false alarm unless a blind adjudicator judged its input
     # valid and its expectation following from the spec (benchmarks/_adjudication)
-    judged = Adjudications.load()
-    tally = judged.tally(f for runs in r.clean.values() for c in runs.values() for f in c.failures)
+    failures = [f for runs in r.clean.values() for c in runs.values() for f in c.failures]
     started = sum(runs["unlimited"].started for runs in r.clean.values())
     total = sum(r.cases.values())
     return {
@@ -274,17 +361,44 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
         "default_runs_per_case_by_spec": {
             spec: runs["unlimited"].started / r.cases[spec] for spec, runs in r.clean.items()
         },
+        "default_runs_started_by_spec": {
+            spec: runs["unlimited"].started for spec, runs in r.clean.items()
+        },
+        # the correct agents with --runs 1: their cases and runs started
+        "one_run_per_case_clean": {
+            spec: {"cases": o.cases, "runs_started": o.started}
+            for spec, o in r.clean_one_run.items()
+        },
         "cases": r.cases,
+        **judge(failures),
+        "clean_failure_cases": alarms,
+        # what --rejudge re-counts against the adjudications of a later day
+        "clean_failure_inputs": [
+            {**asdict(f), "turns": list(f.turns), "clauses": sorted(f.clauses)} for f in failures
+        ],
+        "clean_budgets": "every budget" if full else "unlimited and 1x",
+        "clean_failures_one_run_per_case": {
+            spec: o.failing for spec, o in r.clean_one_run.items() if o.failing
+        },
+        "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in r.entries),
+        "cases_one_run_per_case": sum(e["cases_one_run_per_case"] for e in r.entries),
+        "one_run_per_case_by_kind": per_case(r.one_run_by_kind),
+        "runs_unlimited": sum(e["runs_unlimited"] for e in r.entries),
+        "not_detectable_skipped": r.skipped,
+    }
+
+
+def judge(failures: list[Failure]) -> dict[str, Any]:
+    """The correct agents' failures split by the blind adjudications now in
+    ``benchmarks/_adjudication`` (what is not judged there is a false alarm)."""
+    judged = Adjudications.load()
+    tally = judged.tally(failures)
+    return {
         "false_alarms": tally.false_alarms,
         "clean_failures": tally.failures,
         "clean_agent_errors": tally.agent_errors,
         "clean_unadjudicated": tally.unadjudicated,
-        "clean_failure_cases": alarms,
         "adjudications": judged.files,
-        "clean_budgets": "every budget" if full else "unlimited and 1x",
-        "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in r.entries),
-        "runs_unlimited": sum(e["runs_unlimited"] for e in r.entries),
-        "not_detectable_skipped": r.skipped,
     }
 
 
@@ -304,6 +418,9 @@ def measure(
         results["blind"] = measure_zoo("blind", targets, full, log, skipped)
     per_zoo = {z: zoo_summary(r, full) for z, r in results.items()}
     entries = [e for r in results.values() for e in r.entries]
+    by_kind: dict[str, dict[str, int]] = {}
+    for r in results.values():
+        add_kinds(by_kind, r.one_run_by_kind)
     return {
         "zoos_run": list(results),
         "full": full,
@@ -314,18 +431,46 @@ def measure(
         "default_runs_per_case": per_zoo["pack"]["default_runs_per_case"]
         if "pack" in per_zoo
         else None,
-        "false_alarms": sum(z["false_alarms"] for z in per_zoo.values()),
-        "clean_failures": sum(z["clean_failures"] for z in per_zoo.values()),
-        "clean_agent_errors": sum(z["clean_agent_errors"] for z in per_zoo.values()),
+        **totals(per_zoo),
         "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in entries),
+        "cases_one_run_per_case": sum(e["cases_one_run_per_case"] for e in entries),
+        "one_run_per_case_by_kind": per_case(by_kind),
         "runs_unlimited": sum(e["runs_unlimited"] for e in entries),
         "zoos": per_zoo,
         "entries": entries,
     }
 
 
+def totals(per_zoo: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The correct agents' failures and false alarms over the zoos."""
+    return {
+        key: sum(z[key] for z in per_zoo.values())
+        for key in ("false_alarms", "clean_failures", "clean_agent_errors")
+    }
+
+
+def rejudge(s: dict[str, Any]) -> dict[str, Any]:
+    """``s`` (a ``--json`` of this benchmark) with its correct agents' failures judged again
+    against the adjudications now in ``benchmarks/_adjudication``: nothing is run again."""
+    for z in s["zoos"].values():
+        failures = [
+            Failure(
+                f["spec"], int(f["seed"]), f["case"], tuple(f["turns"]), frozenset(f["clauses"])
+            )
+            for f in z["clean_failure_inputs"]
+        ]
+        z.update(judge(failures))
+    s.update(totals(s["zoos"]))
+    s["rejudged"] = True
+    return s
+
+
 def _rate(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "not measured"
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
 
 
 def checks(s: dict[str, Any]) -> dict[str, bool | None]:
@@ -368,8 +513,10 @@ def render(s: dict[str, Any]) -> str:
             f"{_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['clean_failures']} "
             f"failure(s) ({z['clean_budgets']}), of which {z['clean_agent_errors']} judged "
             f"agent errors on valid inputs by a blind adjudication, {z['false_alarms']} false "
-            f"alarm(s) (tester errors or not judged); {_rate(z['default_runs_per_case'])} runs "
-            "started per case unlimited"
+            f"alarm(s) (tester errors or not judged); with --runs 1 "
+            f"{sum(map(len, z.get('clean_failures_one_run_per_case', {}).values()))} failing "
+            "case(s) (bugs not counted as the baseline's finds); "
+            f"{_rate(z['default_runs_per_case'])} runs started per case unlimited"
             + (
                 "; not detectable by the manifest, not run: "
                 f"{', '.join(z['not_detectable_skipped'])}"
@@ -383,16 +530,30 @@ def render(s: dict[str, Any]) -> str:
         f"{_rate(s['found_rate_at_3x'])}, 10x {_rate(s['found_rate_at_10x'])}, unlimited "
         f"{_rate(unlimited)}; one run per case (baseline, same process) {_rate(one)}",
         f"ratio 1x / one run per case: {s['found_rate_at_1x'] / one:.2f}"
-        if one
+        if one and s["found_rate_at_1x"] is not None
         else "ratio 1x / one run per case: not measured (baseline found nothing or was not run)",
-        f"runs started: unlimited default {s['runs_unlimited']}, one run per case "
-        f"{s['runs_one_run_per_case']} ({s['runs_unlimited'] / s['runs_one_run_per_case']:.2f}x)"
-        if s["runs_one_run_per_case"]
+        f"runs started with each fault on: unlimited default {s['runs_unlimited']}, one run per "
+        f"case (--runs 1) {s['runs_one_run_per_case']} for {s.get('cases_one_run_per_case', 0)} "
+        f"cases ({_rate(ratio(s['runs_one_run_per_case'], s.get('cases_one_run_per_case', 0)))} "
+        "a case)"
+        if s["entries"]
         else "",
+        "one run per case (--runs 1), runs started / cases by kind: "
+        + (
+            ", ".join(
+                f"{kind} {k['runs_started']}/{k['cases']} ({_rate(k['runs_per_case'])})"
+                for kind, k in s.get("one_run_per_case_by_kind", {}).items()
+            )
+            or "not measured"
+        ),
         "default runs started per case, bundled examples' correct agents: "
         f"{_rate(s['default_runs_per_case'])}",
         f"false alarms, correct agents of the zoos run: {s['false_alarms']} (their failures "
-        f"{s['clean_failures']}, judged agent errors on valid inputs {s['clean_agent_errors']})",
+        f"{s['clean_failures']}, judged agent errors on valid inputs {s['clean_agent_errors']}; "
+        "adjudications: "
+        + (", ".join(sorted({a for z in s["zoos"].values() for a in z["adjudications"]})) or "none")
+        + (", re-judged after the run" if s.get("rejudged") else "")
+        + ")",
     ]
     lines.append(
         "targets: "
@@ -421,10 +582,22 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="which fault zoo(s) to run (default both)",
     )
-    parser.add_argument(
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
+        "--quick",
+        action="store_true",
+        help="the first fault of each spec; correct agents unlimited and at 1x (the default)",
+    )
+    size.add_argument(
         "--full",
         action="store_true",
         help="every fault of the zoos, not the first of each spec; correct agents at every budget",
+    )
+    parser.add_argument(
+        "--rejudge",
+        metavar="JSON",
+        help="run nothing: judge the correct agents' failures of an earlier --json again against "
+        "the adjudications now in benchmarks/_adjudication, and print its table",
     )
     parser.add_argument(
         "--blind-rate",
@@ -434,7 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     zoos = ZOOS if args.zoo == "both" else (args.zoo,)
-    summary = measure(args.full, zoos, blind_rate=args.blind_rate)
+    if args.rejudge:
+        summary = rejudge(json.loads(Path(args.rejudge).read_text(encoding="utf-8")))
+    else:
+        summary = measure(args.full, zoos, blind_rate=args.blind_rate)
     print(render(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")

@@ -109,3 +109,55 @@ def test_the_quick_blind_run_takes_the_first_detectable_fault_of_each_spec(
     full, _ = budget.blind_faults(full=True)
     assert [t.spec for t in quick] == list(dict.fromkeys(t.spec for t in full))
     assert all(t == next(f for f in full if f.spec == t.spec) for t in quick)
+
+
+def test_the_baseline_counts_its_runs_started_per_kind(budget: ModuleType) -> None:
+    # --runs 1 on the quickstart: one run of each MFT case, one of each INV case's paraphrase
+    import asyncio
+
+    from agentprop import load_agent, load_project
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.records import recording
+    from agentprop._pipeline.run import RunSettings, arun_cases
+
+    project = load_project(ROOT / "examples" / "quickstart")
+    agent = load_agent(project.bindings.agent or "", project.base_dir, {})
+    tally = budget.KindTally()
+    with recording(tally):
+        asyncio.run(
+            arun_cases(
+                project,
+                agent,
+                project.scenarios(),
+                RunSettings(runs=1, kinds=("mft", "inv")),
+                memo=TrialMemo(),
+            )
+        )
+    assert dict(tally.started) == {"MFT": 2, "INV": 2}
+    text = budget.render(
+        summary(
+            entries=[],
+            one_run_per_case_by_kind=budget.per_case(
+                {"MFT": {"cases": 2, "runs_started": 2}, "INV": {"cases": 2, "runs_started": 1}}
+            ),
+        )
+    )
+    assert "runs started / cases by kind: MFT 2/2 (1.00), INV 1/2 (0.50)" in text
+
+
+def test_rejudge_counts_the_failures_again_without_running(budget: ModuleType) -> None:
+    from benchmarks._support.adjudicated import failure_of
+
+    failure = failure_of("nowhere", 0, "EXPLORE x", ["hi"], ["decision_tree.N1"])
+    clean = budget.Outcome(1, 1, set(), ["EXPLORE x"], 0.0, [failure])
+    zoo = budget.zoo_summary(
+        budget.ZooResult(cases={"nowhere": 1}, clean={"nowhere": {"unlimited": clean}}), False
+    )
+    # as written by --json, then read back: the failing input survives the round trip
+    written = json.loads(json.dumps(summary(false_alarms=0, zoos={"blind": zoo})))
+    again = budget.rejudge(written)
+    # nobody judged that input: a false alarm, in the zoo and in the total
+    assert again["zoos"]["blind"]["false_alarms"] == 1 and again["false_alarms"] == 1
+    assert again["zoos"]["blind"]["clean_failure_inputs"][0]["turns"] == ["hi"]
+    assert "re-judged after the run" in budget.render(again)
+    assert budget.checks(again)["false alarms 0"] is False
