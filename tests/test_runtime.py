@@ -180,6 +180,50 @@ def test_recorded_results_are_copies(supportops_spec: Spec) -> None:
     assert trace.tool_calls[0].result["plan_id"] != "tampered"
 
 
+def test_a_model_agent_s_tool_output_is_copied_once(
+    supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the world copies its default output for each call; a model agent only encodes it, so
+    # the trace keeps that copy as it is instead of copying it again
+    from agentprop._agents.model_agent import run_tool_call
+
+    made: list[Any] = []
+    default_output = World.default_output
+
+    def spied(self: World, tool: str) -> Any:
+        made.append(default_output(self, tool))
+        return made[-1]
+
+    monkeypatch.setattr(World, "default_output", spied)
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        outcome = run_tool_call(ctx, "get_account", ACCOUNT)
+        assert not outcome.is_error
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert len(made) == 1 and trace.tool_calls[0].result is made[0]
+    assert trace.tool_calls[0].result == default_output(
+        World(spec=supportops_spec, seed=1), "get_account"
+    )
+
+
+def test_a_handler_s_output_is_copied_for_the_trace(supportops_spec: Spec) -> None:
+    # a handler may answer with state it keeps and changes later: the trace keeps its own copy
+    from agentprop._agents.model_agent import run_tool_call
+
+    account = {"account_id": "A1", "plan_id": "PLAN-BASIC"}
+    world = World(spec=supportops_spec, seed=1, handlers={"get_account": lambda a, w: account})
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        run_tool_call(ctx, "get_account", ACCOUNT)
+        account["plan_id"] = "changed later"
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"], world)
+    assert trace.tool_calls[0].result == {"account_id": "A1", "plan_id": "PLAN-BASIC"}
+
+
 def test_tool_errors_reach_the_agent_and_are_recorded(supportops_spec: Spec) -> None:
     seen: list[str] = []
 

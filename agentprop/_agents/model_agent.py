@@ -18,7 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.prompt import (
@@ -26,6 +26,7 @@ from agentprop._agents.prompt import (
     load_prompt,
     load_tool_descriptions,
 )
+from agentprop._agents.runtime import TurnContext
 from agentprop._modelapi.cache import ApiCache, CacheMode, canonical_json
 from agentprop._modelapi.client import ModelClient, ModelReply
 from agentprop._modelapi.options import ModelOptions
@@ -45,9 +46,6 @@ from agentprop.errors import (
     ModelCallError,
     ToolError,
 )
-
-if TYPE_CHECKING:
-    from agentprop._agents.runtime import TurnContext
 
 __all__ = [
     "RESPOND_TOOL",
@@ -625,6 +623,9 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         if name == RESPOND_TOOL:
             ack = ctx.respond(**args)
             return ToolOutcome(as_text(ack), responded=True)
+        if type(ctx) is TurnContext:
+            # the output as the trace keeps it, encoded at once: not copied a second time
+            return ToolOutcome(as_text(ctx._call(name, args, keep=True)))
         return ToolOutcome(as_text(ctx.call(name, **args)))
     except ToolError as exc:
         return ToolOutcome(f"{exc.kind}: {exc.message}", is_error=True)

@@ -35,7 +35,7 @@ from agentprop._scenario.trace import (
     Turn,
     Usage,
 )
-from agentprop._scenario.world import World, copy_json, stable_seed
+from agentprop._scenario.world import World, answer, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
 from agentprop._util.aio import call_off_loop, is_async, run_sync
@@ -150,6 +150,12 @@ class TurnContext:
 
     def call(self, name: str, /, **args: Any) -> Any:
         """Call a tool of the spec and return its output, or raise :class:`ToolError`."""
+        return self._call(name, args, keep=False)
+
+    def _call(self, name: str, args: dict[str, Any], *, keep: bool) -> Any:
+        """:meth:`call`. With ``keep``, a fresh output of the world (:func:`answer`) is recorded
+        in the trace as it is and returned: the caller must not change it (the model agents
+        only encode it), and it is not copied once for the trace and once for the caller."""
         if self._closed:
             if self._stopped and self._on_stop is not None:
                 # an abandoned worker (only a worker's turns have _on_stop) still looping on
@@ -201,11 +207,11 @@ class TurnContext:
                 f"more than {limit} tool calls this turn",
             )
         try:
-            result = self.world.call(name, args)
+            result, fresh = answer(self.world, name, args)
         except ToolError as exc:
             record.error, record.error_kind = exc.message, exc.kind
             raise
-        record.result = copy_json(result)
+        record.result = result if keep and fresh else copy_json(result)
         return result
 
     def respond(self, /, **fields: Any) -> dict[str, Any]:

@@ -367,6 +367,10 @@ class World:
 
     def call(self, tool: str, args: Mapping[str, Any] | None = None) -> Any:
         """Answer one tool call, or raise :class:`ToolError`."""
+        return self._answer(tool, args)[0]
+
+    def _answer(self, tool: str, args: Mapping[str, Any] | None) -> tuple[Any, bool]:
+        """:meth:`call`'s output, and whether it is fresh (see :func:`answer`)."""
         args = dict(args or {})
         spec_tool = self.spec.tools_by_name.get(tool)
         if spec_tool is None:
@@ -383,8 +387,8 @@ class World:
                 )
         handler = self.handlers.get(tool)
         if handler is not None:
-            return handler(args, self)
-        return self.default_output(tool)
+            return handler(args, self), False  # it may be state the handler keeps
+        return self.default_output(tool), True
 
     def _check_args(self, tool: Tool, args: dict[str, Any]) -> None:
         schema = tool.input_schema
@@ -418,3 +422,15 @@ class World:
             checks[(tool.name, frozen)] = (schema, problem)
         if problem is not None:
             raise ToolError("invalid_arguments", problem)
+
+
+def answer(world: World, tool: str, args: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+    """``world.call(tool, args)``, and whether its output is fresh: a copy made for this call
+    that nothing else holds (a default output), which the caller may keep as it is without
+    copying it. A handler's output may be state the handler keeps and changes later, and a
+    subclass that answers calls or makes default outputs its own way may share them: not
+    fresh."""
+    kind = type(world)
+    if kind.call is World.call and kind.default_output is World.default_output:
+        return world._answer(tool, args)
+    return world.call(tool, args), False
