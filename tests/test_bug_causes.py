@@ -443,3 +443,37 @@ def test_a_replayed_split_puts_a_case_under_the_cause_whose_run_it_repeats() -> 
     assert "(y) match no cause" in (bugs[0].note or "") and "match no cause" not in (
         bugs[1].note or ""
     )
+
+
+def test_a_representative_holding_two_triggers_does_not_hide_the_other_cause() -> None:
+    """The simplest failing input is hurried and Chinese, and its run took the Chinese code
+    path; its reproducer keeps the hurried words alone (they fail without the Chinese). Read
+    by that input's run, every Chinese input looked explained: the Chinese cause was never
+    shrunk, and Chinese inputs went under the hurried cause, whose trigger they do not hold.
+    What a cause does is its reproducer's run."""
+    from agentprop._decide.shrink import behaviour_of
+    from agentprop._pipeline.bugs import find_bugs
+
+    def did(tool: str) -> list[str]:
+        case = _failing("_", [], tool)
+        return behaviour_of(case.traces[0].trace, 0)
+
+    cases = [
+        _failing("a", ["turn1:urgency", "turn1:codeswitch"], "refetch"),
+        _failing("bb", ["turn1:codeswitch"], "refetch"),
+        _failing("ccc", ["turn1:urgency"], "skip"),
+        _failing("dddd", ["template"], "refetch"),
+    ]
+    kept = {"a": (["urgency"], did("skip")), "bb": (["codeswitch"], did("refetch"))}
+    asked: list[str] = []
+
+    def shrink(case: CaseReport, signature: str) -> ShrinkReport:
+        asked.append(case.id)
+        return _shrunk(*kept[case.id])
+
+    bugs = find_bugs(_report_of(cases), shrink, shrinkable=lambda c: True)
+    assert asked == ["a", "bb"]
+    assert [(b.cause, b.cases) for b in bugs] == [
+        (["urgency"], ["a", "ccc"]),
+        (["codeswitch"], ["bb", "dddd"]),
+    ]

@@ -376,7 +376,9 @@ def distinct_causes(
     if not first.families:
         return causes, spent
     explained: list[frozenset[str]] = [first.families]
-    seen = [b for b in (behaviour(first.hit),) if b is not None]
+    # what a cause does: its reproducer's run (the representative may hold another cause's
+    # trigger too, and its own run follow that one), else the representative's
+    seen = [b for b in (first.shrunk.behaviour or behaviour(first.hit),) if b]
     tried = {first.hit.case.id}
     while len(tried) < MAX_CAUSES:
         nxt = next(
@@ -395,9 +397,10 @@ def distinct_causes(
             break
         tried.add(nxt.case.id)
         did = behaviour(nxt)
-        if did is not None:
-            seen.append(did)
         shrunk = shrink(nxt)
+        ran = shrunk.behaviour if shrunk is not None and shrunk.behaviour else did
+        if ran:
+            seen.append(ran)
         if shrunk is None:
             continue
         spent.append(shrunk)
@@ -412,25 +415,35 @@ def distinct_causes(
     return causes, spent
 
 
-def _placed(hit: Hit, owners: Sequence[tuple[Hit, frozenset[str] | None]]) -> tuple[int, str]:
-    """Which of ``owners`` (each a cause's representative and the families its reproducer
-    needs) a failing case goes under, and on what evidence: ``representative`` (it is one),
-    ``run`` (its failing run did what exactly one representative's run did: the stronger
-    evidence, as a family's words need not carry its cause's trigger in every language),
-    ``families`` (it holds the first's families whose run matched none alone), else ``run``
-    (the first of several alike) or ``default``: nothing ties it to a cause, so it is put under
-    the first, which is not shown to be its cause (the bug's note says so)."""
-    for i, (rep, _) in enumerate(owners):
+Owner = tuple[Hit, frozenset[str] | None, list[str] | None]
+"""A cause as :func:`_placed` reads it: its representative, the families its reproducer needs,
+and what its reproducer's failing run did (``None``: not known)."""
+
+
+def _placed(hit: Hit, owners: Sequence[Owner]) -> tuple[int, str]:
+    """Which of ``owners`` a failing case goes under, and on what evidence: ``representative``
+    (it is one), ``run`` (its failing run did what exactly one reproducer's run did, else what
+    exactly one representative's did: the stronger evidence, as a family's words need not carry
+    its cause's trigger in every language; a reproducer first, as a representative may hold
+    another cause's trigger too and its run follow that one), ``families`` (it holds the
+    first's families whose run matched none alone), else ``run`` (the first of several alike)
+    or ``default``: nothing ties it to a cause, so it is put under the first, which is not
+    shown to be its cause (the bug's note says so)."""
+    for i, (rep, _, _) in enumerate(owners):
         if rep is hit:
             return i, "representative"
     did = case_behaviour(hit)
-    alike = [
-        i for i, (rep, _) in enumerate(owners) if did is not None and case_behaviour(rep) == did
-    ]
+    alike = [i for i, (_, _, ran) in enumerate(owners) if did is not None and ran == did]
+    if len(alike) != 1:
+        alike = [
+            i
+            for i, (rep, _, _) in enumerate(owners)
+            if did is not None and case_behaviour(rep) == did
+        ]
     if len(alike) == 1:
         return alike[0], "run"
     fams = case_families(hit.case)
-    for i, (_, needs) in enumerate(owners):
+    for i, (_, needs, _) in enumerate(owners):
         if fams is not None and needs and needs <= fams:
             return i, "families"
     return (alike[0], "run") if alike else (0, "default")
@@ -438,7 +451,7 @@ def _placed(hit: Hit, owners: Sequence[tuple[Hit, frozenset[str] | None]]) -> tu
 
 def _owner(hit: Hit, causes: list[Cause]) -> tuple[Cause, str]:
     """The cause a failing case is put under, and the evidence (:func:`_placed`)."""
-    i, why = _placed(hit, [(c.hit, c.families) for c in causes])
+    i, why = _placed(hit, [(c.hit, c.families, c.shrunk.behaviour or None) for c in causes])
     return causes[i], why
 
 
@@ -633,14 +646,15 @@ def _known_causes(
         _from_corpus(new_bug(group.key, group.hits), known[0])
         return
     parts: dict[frozenset[str], list[Hit]] = {c: [] for c in by_cause}
-    owners = [(h, c) for c, h in by_cause.items()]
+    # a known cause's representative is its reproducer's replay: its run is the reproducer's
+    owners: list[Owner] = [(h, c, None) for c, h in by_cause.items()]
     unplaced: dict[frozenset[str], list[str]] = {}
     for hit in group.hits:
         if any(h is hit for h in known):
             owner = frozenset(str(c) for c in hit.case.details.get("cause") or ())
         else:  # the same evidence as on the run that split it (:func:`_placed`)
             i, why = _placed(hit, owners)
-            owner = owners[i][1]
+            owner = list(by_cause)[i]
             if why == "default":
                 unplaced.setdefault(owner, []).append(hit.case.id)
         parts[owner].append(hit)
