@@ -1,5 +1,5 @@
 """How the grounding oracle reads its sources: a number written in words grounds the whole
-numeral, not a part of it, and only the value the words write."""
+numeral, not a part of it, and a Chinese numeral grounds its value before any measure word."""
 
 from __future__ import annotations
 
@@ -59,3 +59,27 @@ def test_a_reply_stating_part_of_a_spelled_number_is_ungrounded() -> None:
     zh = {"policy": "三十天内可退款"}
     assert _reply("可以退吗？", zh, "您有30天。").passed
     assert not _reply("可以退吗？", zh, "您有10天。").passed
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        ("我要订房，三人入住。", 3),
+        ("大概三小时", 3),
+        ("订两间房", 2),
+        ("一共五件", 5),
+        ("住兩晚", 2),
+        ("分 六 个月", 6),
+        ("人数：三", 3),
+    ],
+)
+def test_a_chinese_numeral_before_any_measure_word_grounds_its_value(
+    written: str, value: int
+) -> None:
+    assert float(value) in _number_set(written)
+
+
+def test_a_chinese_count_grounds_the_reply_as_an_english_one_does() -> None:
+    assert _reply("I'd like a room, three guests.", {"ok": True}, "Booked for 3 guests.").passed
+    assert _reply("我要订房，三人入住。", {"ok": True}, "已为3位客人预订。").passed
+    assert not _reply("我要订房，三人入住。", {"ok": True}, "已为4位客人预订。").passed

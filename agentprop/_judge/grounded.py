@@ -218,7 +218,22 @@ _ZH_DIGITS = {c: n for n, c in enumerate("零一二三四五六七八九")} | {"
 _ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _ZH_NUMERAL = "零〇一二两兩三四五六七八九十百千万萬亿億"
-_ZH_COUNT = re.compile(rf"([{_ZH_NUMERAL}]+)\s?(?:个月|个|天|周|年|期|晚|位|张|次)")
+_ZH_RUN = re.compile(rf"[{_ZH_NUMERAL}]+")
+_HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+"""A Han character (or kana): after a Chinese numeral, its measure word or unit (三人, 三小时,
+两间, 五件, 六个月, 十二期)."""
+
+
+def _zh_counts(text: str) -> Iterator[str]:
+    """The Chinese numerals of ``text`` that write a number: each one before a measure word or
+    unit (any Han character, a space between allowed: 六 个月), or standing alone between
+    characters of no Han word (人数：三). One glued to a Han word before it and to nothing
+    after (统一。) is part of that word."""
+    for m in _ZH_RUN.finditer(text):
+        after = text[m.end() : m.end() + 2].lstrip(" ")[:1]
+        before = text[m.start() - 1 : m.start()]
+        if (after and _HAN.match(after)) or not (before and _HAN.match(before)):
+            yield m.group()
 
 
 def _zh_numerals(run: str) -> list[int]:
@@ -245,8 +260,9 @@ def _zh_numerals(run: str) -> list[int]:
 
 def _count_words(text: str) -> set[float]:
     """Counts a source writes in words: "six" months, "twenty-five" days, "one hundred and
-    five", 六个月, 十二期, 二十五天 (not 0 or 1: "one" and 一 are words too). A number word
-    hyphenated to a word that is not a unit ("two-factor", "one-time") is part of that word."""
+    five", 六个月, 十二期, 二十五天, 三人 (see :func:`_zh_counts`); not 0 or 1 ("one" and 一 are
+    words too). A number word hyphenated to a word that is not a unit ("two-factor",
+    "one-time") is part of that word."""
     out: set[float] = set()
     for m in _EN_RUN.finditer(text):
         numerals = _en_numerals([w.lower() for w in _EN_TOKEN.findall(m.group("run"))])
@@ -254,8 +270,8 @@ def _count_words(text: str) -> set[float]:
         if after and after not in _HYPHEN_UNITS and after.rstrip("s") not in _HYPHEN_UNITS:
             numerals = numerals[:-1]
         out.update(float(n) for n in numerals)
-    for m in _ZH_COUNT.finditer(text):
-        out.update(float(n) for n in _zh_numerals(m.group(1)))
+    for run in _zh_counts(text):
+        out.update(float(n) for n in _zh_numerals(run))
     return {n for n in out if n >= 2}
 
 
