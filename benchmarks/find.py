@@ -22,13 +22,16 @@ A fault is *found* when the run reports a bug (a case failed). A reproducer is *
 the shrunk input holds the trigger, every choice it kept is needed for the trigger (dropping
 any one loses it), it kept no world change the trigger does not need, and its fresh runs still
 fail with the bug's signature. In the blind zoo (no trigger to read) a shrunk bug the clean agent
-fails too is the base agent's bug, found beside the fault's: its reproducer is judged against the
-clean agent (which must fail it and pass it without any one kept choice), the fault's own against
-the faulted agent; the minimal rate is over every shrunk bug, each judged against the agent that
-has it, and each side is also reported alone. Then the clean agents run every case of the
-default run on ``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm
-unless a blind adjudication judged it an agent error (benchmarks/_adjudication); the
-baseline's cases are those runs' cases minus EXPLORE (same seed, same inputs, same verdicts).
+fails too is the base agent's bug, found beside the fault's. Like a clean run's failure, it is a
+false alarm unless a blind adjudication judged its failing case an agent error (it may be a
+generator's or an oracle's error met during the fault's run); an adjudicated one's reproducer is
+judged against the clean agent (which must fail it and pass it without any one kept choice), the
+fault's own against the faulted agent. The minimal rate is over the fault's own shrunk bugs and
+the base agents' adjudicated ones, each judged against the agent that has it, and each side is
+also reported alone. Then the clean agents run every case of the default run on
+``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm unless a blind
+adjudication judged it an agent error (benchmarks/_adjudication); the baseline's cases are those
+runs' cases minus EXPLORE (same seed, same inputs, same verdicts).
 
 The canary-probe and forbidden-scope faults are reached by PROBE cases (requests that ask for
 a planted field by name or by meaning, or invite a forbidden action).
@@ -37,16 +40,19 @@ a planted field by name or by meaning, or invite a forbidden action).
 "shrink_runs_per_bug", "runs_total", ...}``; the blind zoo adds ``blind_X`` for X in
 :data:`BLIND_KEYS` (``blind_faults``, ``blind_found_rate``, ``blind_missed_unreached`` and
 ``blind_missed_masked``: missed faults whose run failed no case the clean agent passes, or
-some; ``blind_false_alarms``, ``blind_minimal_rate``, ``blind_own_minimal_rate``,
-``blind_base_minimal_rate``, ``blind_base_bugs``, ``blind_base_bugs_adjudicated_agent_errors``,
+some; ``blind_false_alarms`` = ``blind_clean_false_alarms`` + ``blind_base_false_alarms`` (the
+base agents' bugs not adjudicated agent errors), ``blind_minimal_rate``,
+``blind_own_minimal_rate``, ``blind_base_minimal_rate`` (the adjudicated ones),
+``blind_base_bugs``, ``blind_base_bugs_adjudicated_agent_errors``,
 ``blind_shrink_runs_per_bug``, ...),
 ``blind_zoo`` (freeze hash, author) and ``blind`` (the whole summary; per fault
 ``entries[].fault_only_cases``: 0 never reached, more reached but masked, null not measured).
 Targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per
 distinct bug <= 60. ``--quick`` runs three faults on one path
 each and one clean seed (the CI test's configuration). Seeded: a rerun prints the same table.
-The summary keeps every failing input it counted, so ``--rejudge JSON`` counts its false alarms
-again against adjudications landed after the run, running nothing.
+The summary keeps every failing input it counted and every bug's judgement
+(``entries[].bugs[]``, ``entries[].baseline_bugs[]``), so ``--rejudge JSON`` counts its false
+alarms and minimal rates again against adjudications landed after the run, running nothing.
 """
 
 from __future__ import annotations
@@ -992,8 +998,6 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             j for r in results for j in (r.judged if which == "default" else r.judged_baseline)
         ]
         judged = [j for j in every if j.shrunk]
-        good = sum(j.minimal and j.keeps_signature for j in judged)
-        base = [j for j in judged if j.base]
         bugs = sum(len(o.bugs) for o in outcomes)
         shrunk = sum(sum(1 for b in o.bugs if b.shrink_runs) for o in outcomes)
         shrink_runs = sum(o.shrink_runs for o in outcomes)
@@ -1001,13 +1005,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         return {
             "found": sum(r.found if which == "default" else r.found_by_baseline for r in results),
             "bugs": bugs,
-            "minimal": good,
-            "judged": len(judged),
-            "own_minimal": good - sum(j.minimal and j.keeps_signature for j in base),
-            "own_judged": len(judged) - len(base),
-            "base_minimal": sum(j.minimal and j.keeps_signature for j in base),
-            "base_judged": len(base),
-            "base_agent_errors": sum((j.adjudicated or "").startswith("agent error") for j in base),
+            **bug_figures([_bug_record(j) for j in every]),
             "shrink_runs": shrink_runs,
             "verification_runs": sum(
                 sh.reproducer_rate.runs
@@ -1028,26 +1026,20 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
     # valid and its expectation following from the spec (benchmarks/_adjudication)
     judged = Adjudications.load()
     tally = judged.tally(f for c in clean for f in c.failures)
-    return {
+    out: dict[str, Any] = {
         "faults": n,
         "found_rate": d["found"] / n if n else 0.0,
         "baseline_found_rate": b["found"] / n if n else 0.0,
-        "false_alarms": tally.false_alarms,
+        "clean_false_alarms": tally.false_alarms,
         "clean_failures": tally.failures,
         "clean_agent_errors": tally.agent_errors,
         "clean_unadjudicated": tally.unadjudicated,
         "clean_tester_errors": tally.tester_errors,
         "adjudications": judged.files,
-        "baseline_false_alarms": sum(len(c.failing_baseline) for c in clean),
+        "baseline_clean_false_alarms": sum(len(c.failing_baseline) for c in clean),
         "clean_runs": len(clean),
         "missed_unreached": sum(r.fault_only == 0 for r in results),
         "missed_masked": sum(bool(r.fault_only) for r in results),
-        "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
-        "baseline_minimal_rate": b["minimal"] / b["judged"] if b["judged"] else 0.0,
-        "own_minimal_rate": d["own_minimal"] / d["own_judged"] if d["own_judged"] else None,
-        "base_minimal_rate": d["base_minimal"] / d["base_judged"] if d["base_judged"] else None,
-        "base_bugs": d["base_judged"],
-        "base_bugs_adjudicated_agent_errors": d["base_agent_errors"],
         "shrink_runs_per_bug": d["shrink_runs"] / d["shrunk"] if d["shrunk"] else 0.0,
         "baseline_shrink_runs_per_bug": b["shrink_runs"] / b["shrunk"] if b["shrunk"] else 0.0,
         "runs_total": d["runs_total"] + b["runs_total"] + sum(c.runs for c in clean),
@@ -1063,20 +1055,8 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
                 "fault_only_cases": r.fault_only,
-                "bugs": [
-                    {
-                        "bug": j.bug,
-                        "shrunk": j.shrunk,
-                        "minimal": j.minimal,
-                        "keeps_signature": j.keeps_signature,
-                        "why": j.why,
-                        "reproducer": j.reproducer,
-                        "whose": "base agent" if j.base else "fault" if j.own else None,
-                        "adjudicated": j.adjudicated,
-                        "failures": [failure_record(f) for f in j.failures],
-                    }
-                    for j in r.judged
-                ],
+                "bugs": [_bug_record(j) for j in r.judged],
+                "baseline_bugs": [_bug_record(j) for j in r.judged_baseline],
                 "runs": r.default.runs_total,
                 "baseline_runs": r.baseline.runs_total,
             }
@@ -1093,11 +1073,84 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             for c in clean
         ],
     }
+    out.update(headline(out))
+    return out
+
+
+BASE = "base agent"
+"""A bug record's ``whose`` for a base agent's bug (``fault`` for the fault's own)."""
+
+
+def _bug_record(j: Judgement) -> dict[str, Any]:
+    """A judged bug as the summary keeps it (``entries[].bugs[]``; ``--rejudge`` reads it)."""
+    return {
+        "bug": j.bug,
+        "shrunk": j.shrunk,
+        "minimal": j.minimal,
+        "keeps_signature": j.keeps_signature,
+        "why": j.why,
+        "reproducer": j.reproducer,
+        "whose": BASE if j.base else "fault" if j.own else None,
+        "adjudicated": j.adjudicated,
+        "failures": [failure_record(f) for f in j.failures],
+    }
+
+
+def agent_error(adjudicated: str | None) -> bool:
+    """Whether a base agent's bug was adjudicated an agent error (:func:`judged_text`)."""
+    return (adjudicated or "").startswith("agent error")
+
+
+def bug_figures(bugs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """A side's counts of its shrunk bugs, from their records (:func:`_bug_record`).
+
+    The fault's own bugs, and the base agents' bugs a blind adjudication judged agent errors,
+    are judged minimal, each against the agent that has it. A base agent's bug not adjudicated
+    an agent error (not judged, a tester error, its world unmatched) may be a generator's or an
+    oracle's error met during the fault's run: a false alarm, left out of the minimal rate."""
+    shrunk = [b for b in bugs if b["shrunk"]]
+    own = [b for b in shrunk if b["whose"] != BASE]
+    base = [b for b in shrunk if b["whose"] == BASE]
+    errors = [b for b in base if agent_error(b["adjudicated"])]
+
+    def good(some: list[Mapping[str, Any]]) -> int:
+        return sum(bool(b["minimal"] and b["keeps_signature"]) for b in some)
+
+    return {
+        "minimal": good(own) + good(errors),
+        "judged": len(own) + len(errors),
+        "own_minimal": good(own),
+        "own_judged": len(own),
+        "base_minimal": good(errors),
+        "base_judged": len(errors),
+        "base_bugs": len(base),
+        "base_agent_errors": len(errors),
+        "base_false_alarms": len(base) - len(errors),
+    }
+
+
+def headline(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline keys of a summary, from its sides' figures (:func:`bug_figures`) and its
+    clean runs' false alarms: :func:`summarise` and :func:`rejudge` count them alike."""
+    d, b = summary["default"], summary["baseline"]
+    return {
+        "false_alarms": summary["clean_false_alarms"] + d["base_false_alarms"],
+        "base_false_alarms": d["base_false_alarms"],
+        "baseline_false_alarms": summary["baseline_clean_false_alarms"] + b["base_false_alarms"],
+        "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
+        "baseline_minimal_rate": b["minimal"] / b["judged"] if b["judged"] else 0.0,
+        "own_minimal_rate": d["own_minimal"] / d["own_judged"] if d["own_judged"] else None,
+        "base_minimal_rate": d["base_minimal"] / d["base_judged"] if d["base_judged"] else None,
+        "base_bugs": d["base_bugs"],
+        "base_bugs_adjudicated_agent_errors": d["base_agent_errors"],
+    }
 
 
 def _verdict(j: Judgement) -> str:
     """A judgement in words: whose bug, and whether its reproducer is minimal."""
     whose = "the base agent's bug, " if j.base else ""
+    if j.base and not agent_error(j.adjudicated):
+        whose += f"a false alarm ({j.adjudicated}), "
     if j.minimal and j.keeps_signature:
         return f"{whose}minimal"
     why = j.why if not j.minimal else "its fresh runs lost the bug's signature"
@@ -1152,8 +1205,12 @@ def render(
         f"{summary['baseline_false_alarms']:>26} {'':>8}",
         f"{'  judged agent errors (blind)':<36} {summary['clean_agent_errors']:>22} "
         f"{'not judged':>26} {'':>8}",
-        f"{'false alarms (tester errors+unjudged)':<36} {summary['false_alarms']:>22} "
+        f"{'false alarms':<36} {summary['false_alarms']:>22} "
         f"{summary['baseline_false_alarms']:>26} {'':>8}",
+        f"{'  clean: tester errors + unjudged':<36} {summary['clean_false_alarms']:>22} "
+        f"{summary['baseline_clean_false_alarms']:>26} {'':>8}",
+        f"{'  base bugs not judged agent errors':<36} {d['base_false_alarms']:>22} "
+        f"{b['base_false_alarms']:>26} {'':>8}",
         f"{'  clean runs (' + clean_label + ')':<36} {summary['clean_runs']:>22} "
         f"{summary['clean_runs']:>26} {'':>8}",
         f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} "
@@ -1163,14 +1220,14 @@ def render(
                 "  fault's own bugs (faulted agent)".ljust(36) + " "
                 f"{_rate(d['own_minimal'], d['own_judged']):>22} "
                 f"{_rate(b['own_minimal'], b['own_judged']):>26} {'':>8}",
-                "  base agent's bugs (clean agent)".ljust(36) + " "
+                "  base agent's errors (clean agent)".ljust(36) + " "
                 f"{_rate(d['base_minimal'], d['base_judged']):>22} "
                 f"{_rate(b['base_minimal'], b['base_judged']):>26} {'':>8}",
-                f"{'    adjudicated agent errors':<36} "
-                f"{_rate(d['base_agent_errors'], d['base_judged']):>22} "
-                f"{_rate(b['base_agent_errors'], b['base_judged']):>26} {'':>8}",
+                f"{'  base bugs judged agent errors':<36} "
+                f"{_rate(d['base_agent_errors'], d['base_bugs']):>22} "
+                f"{_rate(b['base_agent_errors'], b['base_bugs']):>26} {'':>8}",
             ]
-            if d["base_judged"] or b["base_judged"]
+            if d["base_bugs"] or b["base_bugs"]
             else []
         ),
         f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} "
@@ -1190,9 +1247,10 @@ def render(
         f"{(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
         f"{'seconds (fault runs)':<36} {d['seconds']:>22.0f} {b['seconds']:>26.0f} {'':>8}",
         f"runs in all, clean runs included: {summary['runs_total']}",
-        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9 (over every "
-        "shrunk bug, each judged against the agent that has it), shrink runs per distinct bug "
-        "<= 60: "
+        "targets (issues #10, #24): found >= 0.9, false alarms 0 (clean-agent failures and base "
+        "agents' bugs not adjudicated agent errors), minimal >= 0.9 (over the fault's own shrunk "
+        "bugs and the base agents' adjudicated agent errors, each judged against the agent that "
+        "has it), shrink runs per distinct bug <= 60: "
         + ", ".join(
             f"{name} {'met' if ok else 'NOT MET'}"
             for name, ok in (
@@ -1211,6 +1269,13 @@ def render(
             f"{summary['clean_tester_errors']} tester errors, {summary['clean_unadjudicated']} "
             "not judged (counted as false alarms)"
         )
+    if d["base_bugs"]:
+        lines.append(
+            f"base agents' bugs met in the fault runs: {d['base_bugs']}, "
+            f"{d['base_agent_errors']} adjudicated agent errors (judged minimal against the clean "
+            f"agent), {d['base_false_alarms']} not (counted as false alarms, not in the minimal "
+            "rate)"
+        )
     for c in summary["clean"]:
         if c["failing"]:
             lines.append(
@@ -1226,6 +1291,8 @@ BLIND_KEYS = (
     "missed_masked",
     "baseline_found_rate",
     "false_alarms",
+    "clean_false_alarms",
+    "base_false_alarms",
     "clean_failures",
     "clean_agent_errors",
     "clean_unadjudicated",
@@ -1245,9 +1312,8 @@ def blind_summary(
 ) -> dict[str, Any]:
     """The blind zoo's keys (``blind_faults``, ``blind_found_rate`` ...) and who wrote it."""
     summary = summarise(results, clean)
-    out: dict[str, Any] = {f"blind_{k}": summary[k] for k in BLIND_KEYS}
+    out = _blind_keys(summary)
     out["blind_found_rate"] = summary["found_rate"] if results else None
-    out["blind_minimal_rate"] = summary["minimal_rate"] if summary["default"]["judged"] else None
     out["blind_zoo"] = {
         "name": zoo.name,
         "author": zoo.author,
@@ -1262,11 +1328,21 @@ def blind_summary(
     return out
 
 
+def _blind_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``blind_X`` for X in :data:`BLIND_KEYS` (no minimal rate when no bug was judged)."""
+    out: dict[str, Any] = {f"blind_{k}": summary[k] for k in BLIND_KEYS}
+    out["blind_minimal_rate"] = summary["minimal_rate"] if summary["default"]["judged"] else None
+    return out
+
+
 def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[str]:
     """Count a ``--json`` summary's false alarms again against today's adjudications.
 
     Only the adjudication verdicts change: the clean runs' failures and the base agents' bugs
-    are the ones the summary recorded (their inputs and clauses), nothing is run again.
+    are the ones the summary recorded (their inputs, clauses and minimal judgements), nothing is
+    run again; the false alarms and minimal rates are counted from them as :func:`summarise`
+    counts them (:func:`bug_figures`, :func:`headline`). A summary written before find.py kept
+    the baseline's bugs keeps its baseline figures as recorded, and says so.
     ``judged``: the adjudications (default: ``benchmarks/_adjudication``)."""
     if judged is None:
         judged = Adjudications.load()
@@ -1284,7 +1360,7 @@ def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[st
         tally = judged.tally(failure_from(r) for c in summary["clean"] for r in c["failures"])
         summary.update(
             {
-                "false_alarms": tally.false_alarms,
+                "clean_false_alarms": tally.false_alarms,
                 "clean_failures": tally.failures,
                 "clean_agent_errors": tally.agent_errors,
                 "clean_unadjudicated": tally.unadjudicated,
@@ -1292,25 +1368,31 @@ def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[st
                 "adjudications": judged.files,
             }
         )
-        base = [
-            b
-            for e in summary["entries"]
-            for b in e["bugs"]
-            if b["whose"] == "base agent" and b["shrunk"]
-        ]
-        for b in base:
-            if b["adjudicated"] != NOT_MATCHED:
-                b["adjudicated"] = judged_text((failure_from(r) for r in b["failures"]), judged)
-        errors = sum(b["adjudicated"].startswith("agent error") for b in base)
-        summary["default"]["base_agent_errors"] = errors
-        summary["base_bugs_adjudicated_agent_errors"] = errors
+        entries = summary["entries"]
+        with_baseline = all("baseline_bugs" in e for e in entries)
+        sides = [("default", "bugs")] + ([("baseline", "baseline_bugs")] if with_baseline else [])
+        for side, key in sides:
+            bugs = [b for e in entries for b in e[key]]
+            for b in bugs:
+                if b["whose"] == BASE and b["shrunk"] and b["adjudicated"] != NOT_MATCHED:
+                    b["adjudicated"] = judged_text((failure_from(r) for r in b["failures"]), judged)
+            summary[side].update(bug_figures(bugs))
+        if not with_baseline:  # counted before base bugs were: its clean failures alone
+            summary.setdefault("baseline_clean_false_alarms", summary["baseline_false_alarms"])
+            summary["baseline"].update(
+                base_false_alarms=0, base_bugs=summary["baseline"].get("base_judged", 0)
+            )
+        before = {k: summary.get(k) for k in ("baseline_false_alarms", "baseline_minimal_rate")}
+        summary.update(headline(summary))
+        if not with_baseline:
+            summary.update(before)
         if prefix:
-            out.update({f"{prefix}{k}": summary[k] for k in BLIND_KEYS if k != "found_rate"})
+            out.update({k: v for k, v in _blind_keys(summary).items() if k != "blind_found_rate"})
+        d = summary["default"]
         lines += [
             f"{label}: clean-agent failures {tally.failures}: {tally.agent_errors} judged agent "
             f"errors on valid inputs, {tally.tester_errors} tester errors, "
-            f"{tally.unadjudicated} not judged; false alarms {tally.false_alarms} (target 0: "
-            f"{'met' if tally.false_alarms == 0 else 'NOT MET'})",
+            f"{tally.unadjudicated} not judged",
             *(f"  tester error: {c}" for c in tally.tester_error_cases),
             *(f"  not judged: {c}" for c in tally.unadjudicated_cases[:10]),
             *(
@@ -1318,7 +1400,23 @@ def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[st
                 if len(tally.unadjudicated_cases) > 10
                 else []
             ),
-            f"{label}: base agents' bugs {len(base)}, judged agent errors {errors}",
+            f"{label}: base agents' bugs {d['base_bugs']}, judged agent errors "
+            f"{d['base_agent_errors']}, not ({d['base_false_alarms']}: false alarms)",
+            f"{label}: false alarms {summary['false_alarms']} ({tally.false_alarms} of the clean "
+            f"runs, {d['base_false_alarms']} base agents' bugs) (target 0: "
+            f"{'met' if summary['false_alarms'] == 0 else 'NOT MET'})",
+            f"{label}: minimal reproducers {_rate(d['minimal'], d['judged'])} (the fault's own "
+            f"{_rate(d['own_minimal'], d['own_judged'])}, the base agents' adjudicated agent "
+            f"errors {_rate(d['base_minimal'], d['base_judged'])}) (target 0.9: "
+            f"{'met' if summary['minimal_rate'] >= 0.9 else 'NOT MET'})",
+            *(
+                []
+                if with_baseline
+                else [
+                    f"{label}: baseline figures as recorded (the summary keeps no baseline bugs "
+                    "to re-judge)"
+                ]
+            ),
         ]
     return lines
 

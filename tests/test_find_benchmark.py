@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -227,10 +228,24 @@ def test_a_bug_the_clean_agent_shares_is_the_base_agents_judged_against_it(
     text = find.render(summary, [result])
     rows = {line[:36].strip(): line[36:].split() for line in text.splitlines()}
     assert rows["fault's own bugs (faulted agent)"][:2] == ["1/1", "(1.00)"]
-    assert rows["base agent's bugs (clean agent)"][:2] == ["1/1", "(1.00)"]
-    assert rows["adjudicated agent errors"][:2] == ["1/1", "(1.00)"]
+    assert rows["base agent's errors (clean agent)"][:2] == ["1/1", "(1.00)"]
+    assert rows["base bugs judged agent errors"][:2] == ["1/1", "(1.00)"]
+    assert rows["false alarms"][0] == rows["base bugs not judged agent errors"][0] == "0"
     assert "false alarm: the clean agent" not in text
     assert "each judged against the agent that has it" in text
+    # nobody judged it: a false alarm, out of the minimal rate
+    unjudged = [
+        dataclasses.replace(j, adjudicated="not adjudicated") if j.base else j for j in verdicts
+    ]
+    result2 = find.FaultResult(fault, outcome, outcome, unjudged, unjudged)
+    summary2 = find.summarise([result2], [])
+    assert summary2["false_alarms"] == summary2["base_false_alarms"] == 1
+    assert (summary2["default"]["minimal"], summary2["default"]["judged"]) == (1, 1)
+    text2 = find.render(summary2, [result2])
+    rows2 = {line[:36].strip(): line[36:].split() for line in text2.splitlines()}
+    assert rows2["false alarms"][0] == rows2["base bugs not judged agent errors"][0] == "1"
+    assert rows2["minimal reproducers (keep signature)"][:2] == ["1/1", "(1.00)"]
+    assert "false alarms NOT MET" in text2
 
     # --rejudge: the summary keeps each failing input, so verdicts landed after the run count
     # without running anything again; a clean run's failure nobody judged is a false alarm
@@ -251,14 +266,75 @@ def test_a_bug_the_clean_agent_shares_is_the_base_agents_judged_against_it(
     )
     nobody = Adjudications({}, [])
     lines = find.rejudge(recorded, nobody)
-    assert recorded["blind_false_alarms"] == recorded["blind"]["clean_unadjudicated"] == 1
+    # the clean run's failure and the base agent's bug, both unjudged: two false alarms, and
+    # the base agent's bug leaves the minimal rate
+    assert recorded["blind_clean_false_alarms"] == recorded["blind"]["clean_unadjudicated"] == 1
+    assert recorded["blind_base_false_alarms"] == 1 and recorded["blind_false_alarms"] == 2
     assert recorded["blind_base_bugs_adjudicated_agent_errors"] == 0
-    assert "false alarms 1 (target 0: NOT MET)" in "\n".join(lines)
+    assert recorded["blind_base_minimal_rate"] is None
+    assert recorded["blind"]["default"]["judged"] == 1 and recorded["blind_minimal_rate"] == 1.0
+    assert "false alarms 2 (1 of the clean runs, 1 base agents' bugs) (target 0: NOT MET)" in (
+        "\n".join(lines)
+    )
     lines = find.rejudge(recorded, judged)
     assert recorded["blind_false_alarms"] == 0 and recorded["blind_clean_agent_errors"] == 1
     assert recorded["blind_base_bugs_adjudicated_agent_errors"] == 1
+    assert recorded["blind"]["default"]["judged"] == 2 and recorded["blind_base_minimal_rate"] == 1
     assert recorded["blind_found_rate"] == 1.0  # what was run is not touched
-    assert "false alarms 0 (target 0: met)" in "\n".join(lines)
+    assert "(target 0: met)" in "\n".join(lines)
+    # a summary written before the baseline's bugs were kept (the run under way today)
+    old = json.loads(json.dumps(recorded))
+    for e in old["blind"]["entries"]:
+        del e["baseline_bugs"]
+    for key in ("clean_false_alarms", "baseline_clean_false_alarms", "base_false_alarms"):
+        del old["blind"][key]
+    old["blind"]["baseline_false_alarms"] = 7
+    lines = find.rejudge(old, nobody)
+    assert old["blind_false_alarms"] == 2 and old["blind"]["baseline_false_alarms"] == 7
+    assert "baseline figures as recorded" in "\n".join(lines)
     del recorded["blind"]["clean"][0]["failures"]
     with pytest.raises(ValueError, match="run it again"):
         find.rejudge(recorded, judged)
+
+
+def test_a_base_agents_bug_not_adjudicated_an_agent_error_is_a_false_alarm(
+    find: ModuleType,
+) -> None:
+    """A base agent's bug (the clean agent fails its reproducer too) may be a generator's or an
+    oracle's error met during the fault's run: unless a blind adjudication judged it an agent
+    error it is a false alarm, left out of the minimal rate. Was: minimal against the clean
+    agent and in the headline rate whatever its adjudication, never a false alarm (so a tester
+    error could raise the headline rate)."""
+    own = find.Judgement("own", True, True, "minimal", "a")
+    judged = find.Judgement(
+        "judged", True, True, "minimal", "b", own=False, base=True, adjudicated="agent error (f)"
+    )
+    others = [
+        find.Judgement(
+            f"base{i}", True, True, "minimal", "c", own=False, base=True, adjudicated=adjudicated
+        )
+        for i, adjudicated in enumerate(
+            ["not adjudicated", "tester_error_input (f)", find.NOT_MATCHED]
+        )
+    ]
+    unminimal = find.Judgement("own2", False, True, "2 kept choice(s) not needed", "d")
+    records = [find._bug_record(j) for j in (own, judged, *others, unminimal)]
+    figures = find.bug_figures(records)
+    assert (figures["minimal"], figures["judged"]) == (2, 3)  # own, own2, judged
+    assert (figures["own_minimal"], figures["own_judged"]) == (1, 2)
+    assert (figures["base_minimal"], figures["base_judged"]) == (1, 1)
+    assert (figures["base_bugs"], figures["base_agent_errors"]) == (4, 1)
+    assert figures["base_false_alarms"] == 3
+    summary = {
+        "default": figures,
+        "baseline": find.bug_figures([]),
+        "clean_false_alarms": 2,
+        "baseline_clean_false_alarms": 5,
+    }
+    top = find.headline(summary)
+    assert top["false_alarms"] == 5 and top["base_false_alarms"] == 3
+    assert top["baseline_false_alarms"] == 5
+    assert top["minimal_rate"] == 2 / 3  # was 5/6: every base agent's bug counted minimal
+    assert top["base_minimal_rate"] == 1.0 and top["own_minimal_rate"] == 0.5
+    assert "a false alarm (not adjudicated)" in find._verdict(others[0])
+    assert "false alarm" not in find._verdict(judged)
