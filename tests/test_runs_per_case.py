@@ -12,7 +12,7 @@ from agentprop import load_agent, load_project
 from agentprop._decide.memo import TrialMemo
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.report.model import RunReport
-from agentprop._pipeline.run import RunSettings, arun_cases
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 
@@ -58,3 +58,10 @@ def test_runs_n_from_5_compares_every_paraphrase_on_n_runs_a_side(runs: int) -> 
     # the original side is its MFT case's N runs; each of two paraphrases N more
     assert started == runs * len(mft) + 2 * runs * len(inv)
     assert all(c.rule is not None and f"{runs} runs per side" in c.rule for c in inv)
+
+
+def test_the_table_counts_an_undecided_inv_case_as_inconclusive_not_failed() -> None:
+    report, _ = run(1)
+    table = render_table(report)
+    assert "INV cases: 0/2 passed, 2 INCONCLUSIVE (listed above)" in table
+    assert "failures listed above" not in table

@@ -1872,7 +1872,10 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             text += (
                 f", {na} not applicable (base case did not pass; listed above, counted for nothing)"
             )
-        if passed < decided:
+        undecided = sum(c.verdict == "INCONCLUSIVE" for c in group)
+        if undecided:  # not a failure: its runs could not decide it (a budget, --runs 1)
+            text += f", {undecided} INCONCLUSIVE (listed above)"
+        if passed + undecided < decided:
             text += " (failures listed above)"
         lines.append(text)
     m = report.metrics
