@@ -1,5 +1,6 @@
 """How the grounding oracle reads its sources: a number written in words grounds the whole
-numeral, not a part of it, and a Chinese numeral grounds its value before any measure word."""
+numeral, not a part of it, and a Chinese numeral grounds its value before any measure word; an id
+is grounded by its own split, or by one a user typed without separators."""
 
 from __future__ import annotations
 
@@ -83,3 +84,16 @@ def test_a_chinese_count_grounds_the_reply_as_an_english_one_does() -> None:
     assert _reply("I'd like a room, three guests.", {"ok": True}, "Booked for 3 guests.").passed
     assert _reply("我要订房，三人入住。", {"ok": True}, "已为3位客人预订。").passed
     assert not _reply("我要订房，三人入住。", {"ok": True}, "已为4位客人预订。").passed
+
+
+def test_an_id_is_not_grounded_by_another_split_of_its_characters() -> None:
+    output = {"order_id": "A-123"}
+    assert _reply("Where is it?", output, "Order A-123 shipped.", ("ids",)).passed
+    verdict = _reply("Where is it?", output, "Order A-12-3 shipped.", ("ids",))
+    assert not verdict.passed and "'A-12-3'" in verdict.explanation
+    assert not _reply("Where is it?", {"ref": "AB-1-23"}, "Ref AB-12-3.", ("ids",)).passed
+
+
+@pytest.mark.parametrize("typed", ["O 1001", "O1001", "o-1001", "O_1001"])
+def test_an_id_the_user_typed_with_a_space_or_none_still_grounds(typed: str) -> None:
+    assert _reply(f"Cancel order {typed}", {"ok": True}, "Order O-1001 canceled.", ("ids",)).passed

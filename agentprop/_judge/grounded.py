@@ -829,10 +829,18 @@ class _Sources:
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
-        # users type an id's separator as a space or leave it out: "RCP 123" grounds RCP-123
+        """``token`` occurs in a source as a whole token, case aside, with its separators where
+        it has them (``-`` and ``_`` alike), or, as users type an id, with a space or nothing
+        at each of them ("RCP 123", "RCP123" ground RCP-123). A source writing the id with
+        separators of its own grounds no other split of it (A-123 grounds no A-12-3)."""
         parts = [re.escape(p) for p in re.split(r"[-_]", token)]
-        pattern = re.compile(r"[-_ ]?".join(parts) if all(parts) else re.escape(token), re.I)
-        return any(_whole_spans(t, pattern, hyphen=True, first=True) for t in self.texts)
+        if not all(parts):
+            patterns = [re.compile(re.escape(token), re.I)]
+        else:
+            patterns = [re.compile(sep.join(parts), re.I) for sep in ("[-_]", " ?")]
+        return any(
+            _whole_spans(t, p, hyphen=True, first=True) for p in patterns for t in self.texts
+        )
 
     def withdrawn_in(self, stated: str) -> int | None:
         """The index of the user turn whose correction took back ``stated`` (``None``: none)."""
