@@ -19,7 +19,7 @@ from agentprop._agents.project import Project
 from agentprop._decide.choices import Choices
 from agentprop._decide.corpus import Corpus
 from agentprop._decide.shrunk import RateSummary, ShrinkReport
-from agentprop._pipeline.bugs import Cause, Hit, distinct_causes
+from agentprop._pipeline.bugs import Cause, Hit, distinct_causes, kept_families
 from agentprop._pipeline.report.model import CaseReport, RunReport
 from agentprop._pipeline.run import RunSettings, arun_cases, render_bugs, shrink_failures
 from agentprop.agents import make_factory
@@ -477,3 +477,13 @@ def test_a_representative_holding_two_triggers_does_not_hide_the_other_cause() -
         (["urgency"], ["a", "ccc"]),
         (["codeswitch"], ["bb", "dddd"]),
     ]
+
+
+def test_a_cause_is_named_by_the_families_whose_effect_is_in_its_reproducer() -> None:
+    """A reproducer may keep a choice that left no trace (a hedge a rule refused there): the
+    cause was named "hedge + urgency", and no case's label (only families with an effect)
+    could hold it."""
+    shrunk = _shrunk(["urgency", "hedge"], ["a"])
+    assert kept_families(shrunk) == {"urgency", "hedge"}  # a report saved before: as drawn
+    shrunk.reproducer_families = ["turn1:urgency"]
+    assert kept_families(shrunk) == {"urgency"}

@@ -241,6 +241,7 @@ def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words(
     kept = Choices.model_validate(shrunk.reproducer_choices)
     assert len(choice_units(kept)) == 1, shrunk.choices_kept  # one transform carries the trigger
     assert shrunk.reproducer_messages[1] == scenario.messages[1] or kept.template != 0
+    assert shrunk.reproducer_families == explored.space.families_in(kept) == kept.families()
 
 
 def _supportops_agent() -> type:

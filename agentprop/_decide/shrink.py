@@ -569,6 +569,11 @@ def shrink(
         reproducer_choices=kept_choices.model_dump(mode="json")
         if kept_choices is not None
         else None,
+        reproducer_families=(
+            space.families_in(kept_choices) if space is not None else kept_choices.families()
+        )
+        if kept_choices is not None
+        else None,
         choices_kept=(
             kept_choices.describe()
             if kept_choices is not None and not kept_choices.plain

@@ -82,6 +82,9 @@ class ShrinkReport(BaseModel):
     """The failing input's choices (``None`` when its messages were given as fixed text)."""
     reproducer_choices: dict[str, Any] | None = None
     """The reproducer's choices: what the shrinker kept."""
+    reproducer_families: list[str] | None = None
+    """The families of ``reproducer_choices`` whose effect is in the reproducer
+    (:meth:`agentprop._decide.choices.ChoiceSpace.families_in`): what a cause is named by."""
     choices_kept: str = ""
     """The kept choices in words (``turn 1: urgency(choice=1)``), or that none were needed."""
     other_failures: list[OtherFailure] = Field(default_factory=list)

@@ -298,16 +298,17 @@ def case_families(case: CaseReport) -> frozenset[str] | None:
 
 
 def kept_families(shrunk: ShrinkReport) -> frozenset[str] | None:
-    """The families (without their turn) of the choices a confirmed reproducer kept: what its
-    failure needs (empty: the scenario's own wording and world fail). None when the reproducer
-    did not fail again."""
+    """The families (without their turn) of the choices a confirmed reproducer kept whose
+    effect is in it (``ShrinkReport.reproducer_families``): what its failure needs (empty: the
+    scenario's own wording and world fail). None when the reproducer did not fail again."""
     if shrunk.reproducer_rate is None or not shrunk.reproducer_rate.failures:
         return None
     if shrunk.reproducer_choices is None:
         return frozenset()
-    return frozenset(
-        _family(f) for f in Choices.model_validate(shrunk.reproducer_choices).families()
-    )
+    kept = shrunk.reproducer_families
+    if kept is None:  # a report saved before the families were checked against the input
+        kept = Choices.model_validate(shrunk.reproducer_choices).families()
+    return frozenset(_family(f) for f in kept)
 
 
 @dataclass
