@@ -611,6 +611,11 @@ def test_an_output_that_differs_in_its_canary_rereads_only_what_holds_the_canary
 # ----------------------------------------------------------------------------- the clause it cites
 
 
+P1_PII = "P1_PII"
+PII_TEXT = "Never reveal the SSN or date of birth read from get_account."
+GROUNDED_TEXT = "Ground statements in tool output."
+
+
 def _with_policies(spec: Any, policies: list[tuple[str, str]]) -> Any:
     from agentprop._spec.model import Spec
 
@@ -647,6 +652,26 @@ def _with_policies(spec: Any, policies: list[tuple[str, str]]) -> Any:
             ],
             "response_contract.user_message",
         ),
+        # a sentence forbidding to reveal data read from a tool promises no grounding: the
+        # policy whose text or id names grounding wins (was: the PII policy, listed first)
+        ([(P1_PII, PII_TEXT), ("P5_GROUNDED", GROUNDED_TEXT)], "policies.P5_GROUNDED"),
+        ([(P1_PII, PII_TEXT), ("P5_GROUNDED", "Balances are exact.")], "policies.P5_GROUNDED"),
+        ([(P1_PII, PII_TEXT)], "response_contract.user_message"),
+        (
+            [
+                ("P2_FACTS", "Plan facts come from get_account."),
+                ("P7_GROUNDED", "Balances are exact."),
+            ],
+            "policies.P7_GROUNDED",
+        ),
+        # what it forbids is what no tool said: still a grounding promise
+        (
+            [
+                (P1_PII, PII_TEXT),
+                ("P3_FACTS", "Answers not read from tool output are never given."),
+            ],
+            "policies.P3_FACTS",
+        ),
     ],
 )
 def test_an_ungrounded_statement_cites_the_spec_policy_that_promises_grounding(
@@ -665,3 +690,74 @@ def test_an_ungrounded_statement_cites_the_spec_policy_that_promises_grounding(
     assert first is not None and first.contract == "response_grounded", first
     assert "CX-77123" in first.explanation
     assert first.clause == cited
+
+
+UNGROUNDED_AGENT = """
+import sys
+
+sys.path.insert(0, {example!r})
+from agent import SupportOpsAgent
+
+
+class _Stating:
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def respond(self, **fields):
+        fields["user_message"] = fields.get("user_message", "") + " Your reference is CX-77123."
+        return self._ctx.respond(**fields)
+
+
+class Ungrounded(SupportOpsAgent):
+    \"\"\"Adds a reference number no tool gave to every reply.\"\"\"
+
+    def turn(self, message, ctx):
+        return super().turn(message, _Stating(ctx))
+"""
+
+
+def test_an_ungrounded_number_is_not_counted_against_a_pii_policy_naming_a_tool(
+    tmp_path: Path,
+) -> None:
+    # with "Never reveal the SSN or date of birth read from get_account." (P1_PII) before
+    # "Ground statements in tool output." (P5_GROUNDED), an ungrounded reference number was
+    # cited as policies.P1_PII, and the PII policy's claim counted it as a violation
+    import yaml
+
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._pipeline.run import RunSettings, arun_cases
+
+    example = ROOT / "examples" / "supportops"
+    spec = yaml.safe_load((example / "spec.yaml").read_text(encoding="utf-8"))
+    spec["policies"] = [
+        {"id": P1_PII, "priority": 100, "text": PII_TEXT, "enforcement": {"type": "hard"}},
+        {"id": "P5_GROUNDED", "priority": 70, "text": GROUNDED_TEXT},
+    ]
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    (tmp_path / "agentprop.yaml").write_text(
+        (example / "agentprop.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "ungrounded.py").write_text(
+        UNGROUNDED_AGENT.format(example=str(example)), encoding="utf-8"
+    )
+    project = agentprop.load_project(tmp_path)
+    agent = load_agent("ungrounded:Ungrounded", tmp_path, {})
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            [project.scenario("END_BILLING_ANSWER<-N3_BILLING")],
+            RunSettings(kinds=("mft",)),
+            memo=TrialMemo(),
+        )
+    )
+    (case,) = report.cases
+    assert case.verdict == "FAIL"
+    cited = {f.clause for f in case.failures}
+    assert "policies.P5_GROUNDED" in cited and "policies.P1_PII" not in cited, cited
+    pii = next(c for c in report.claims if c.policy == P1_PII)
+    assert (pii.cases, pii.violations, pii.violating_cases) == (1, 0, [])
+    assert pii.status != "violated"
