@@ -1,6 +1,7 @@
 """How the grounding oracle reads its sources: a number written in words grounds the whole
 numeral, not a part of it, and a Chinese numeral grounds its value before any measure word; an id
-is grounded by its own split, or by one a user typed without separators."""
+is grounded by its own split, or by one a user typed without separators; a value the user took
+back is named as withdrawn, in whatever notation the user wrote it."""
 
 from __future__ import annotations
 
@@ -97,3 +98,20 @@ def test_an_id_is_not_grounded_by_another_split_of_its_characters() -> None:
 @pytest.mark.parametrize("typed", ["O 1001", "O1001", "o-1001", "O_1001"])
 def test_an_id_the_user_typed_with_a_space_or_none_still_grounds(typed: str) -> None:
     assert _reply(f"Cancel order {typed}", {"ok": True}, "Order O-1001 canceled.", ("ids",)).passed
+
+
+@pytest.mark.parametrize(
+    ("user", "reply"),
+    [
+        ("O1011 - no wait, that's wrong. It should be: O-1001", "Order O-1011 canceled."),
+        ("Cancel O 1011. Sorry, I mean: cancel O-1001", "Order O-1011 canceled."),
+        ("It came to £2,500. Sorry, I mean: it came to £2,400", "Your claim is for £2500."),
+    ],
+)
+def test_a_value_the_user_withdrew_in_another_notation_is_named_as_withdrawn(
+    user: str, reply: str
+) -> None:
+    verdict = _reply(user, {"ok": True}, reply, ("ids", "numbers"))
+    assert not verdict.passed
+    assert "withdrew in a correction" in verdict.explanation, verdict.explanation
+    assert "no tool output or user turn supports" not in verdict.explanation

@@ -833,19 +833,25 @@ class _Sources:
         it has them (``-`` and ``_`` alike), or, as users type an id, with a space or nothing
         at each of them ("RCP 123", "RCP123" ground RCP-123). A source writing the id with
         separators of its own grounds no other split of it (A-123 grounds no A-12-3)."""
-        parts = [re.escape(p) for p in re.split(r"[-_]", token)]
-        if not all(parts):
-            patterns = [re.compile(re.escape(token), re.I)]
-        else:
-            patterns = [re.compile(sep.join(parts), re.I) for sep in ("[-_]", " ?")]
-        return any(
-            _whole_spans(t, p, hyphen=True, first=True) for p in patterns for t in self.texts
-        )
+        return any(_holds_id(t, token) for t in self.texts)
 
-    def withdrawn_in(self, stated: str) -> int | None:
-        """The index of the user turn whose correction took back ``stated`` (``None``: none)."""
+    def withdrawn_in(self, stated: str, kind: str = "value") -> int | None:
+        """The index of the user turn whose correction took back ``stated`` (``None``: none),
+        read as ``kind`` reads it: an id in any notation that grounds it (the user's "O1011"
+        for O-1011), a number as the sources' numbers are read, anything else as text."""
         low = stated.strip().casefold()
-        return next((i for i, text in self.withdrawn if low and low in text.casefold()), None)
+        if not low:
+            return None
+        for i, text in self.withdrawn:
+            if kind == "ids" and _holds_id(text, stated.strip()):
+                return i
+            if kind == "numbers":
+                with contextlib.suppress(ValueError):
+                    if float(low) in _number_set(text):
+                        return i
+            if low in text.casefold():
+                return i
+        return None
 
     def has_quote(self, quoted: str) -> bool:
         q = _norm(quoted)
@@ -876,6 +882,21 @@ class _Sources:
             return True
         how = composed_item(i, self.records)
         return self._accept(how) if how is not None else False
+
+
+@functools.lru_cache(maxsize=4096)
+def _id_patterns(token: str) -> tuple[re.Pattern[str], ...]:
+    """See :meth:`_Sources.has_id`: ``token`` with its separators, and with a space or nothing
+    at each of them."""
+    parts = [re.escape(p) for p in re.split(r"[-_]", token)]
+    if not all(parts):
+        return (re.compile(re.escape(token), re.I),)
+    return tuple(re.compile(sep.join(parts), re.I) for sep in ("[-_]", " ?"))
+
+
+def _holds_id(text: str, token: str) -> bool:
+    """Whether ``text`` holds the id ``token`` as :meth:`_Sources.has_id` reads it."""
+    return any(_whole_spans(text, p, hyphen=True, first=True) for p in _id_patterns(token))
 
 
 def _fuzz() -> ModuleType:
@@ -1047,7 +1068,7 @@ def response_grounded(
             )
             if bad is not None:
                 near = sources.nearest(kind, bad)
-                taken_back = sources.withdrawn_in(str(bad))
+                taken_back = sources.withdrawn_in(str(bad), kind)
                 why = (
                     "which no tool output or user turn supports"
                     if taken_back is None
