@@ -283,7 +283,7 @@ def test_a_merge_keeps_the_causes_a_shard_split_a_signature_into() -> None:
         )
         for cause, cases_of in (("urgency", ["a"]), ("codeswitch", ["b"]))
     ]
-    shard = SimpleNamespace(report=SimpleNamespace(bugs=parts))
+    shard = SimpleNamespace(report=SimpleNamespace(bugs=parts, cases=cases))
     out = _split_as_shards([merged], cases, [shard])  # type: ignore[list-item]
     assert [(b.id, b.cases) for b in out] == [("id-urgency", ["a", "c"]), ("id-codeswitch", ["b"])]
     assert [c.bugs for c in cases] == [["id-urgency"], ["id-codeswitch"], ["id-urgency"]]
@@ -487,3 +487,45 @@ def test_a_cause_is_named_by_the_families_whose_effect_is_in_its_reproducer() ->
     assert kept_families(shrunk) == {"urgency", "hedge"}  # a report saved before: as drawn
     shrunk.reproducer_families = ["turn1:urgency"]
     assert kept_families(shrunk) == {"urgency"}
+
+
+def test_a_merge_places_a_case_no_shard_split_by_the_evidence_a_split_uses() -> None:
+    """A case of a shard that did not split the signature went under the first cause of the
+    shard that did, silently: a code-switched input under the hurried cause. It goes where its
+    families (or its run) put it, and one nothing ties to a cause is named in the note."""
+    from types import SimpleNamespace
+
+    from agentprop._pipeline.merge_report import _split_as_shards
+    from agentprop._pipeline.report.model import BugReport
+
+    cases = [
+        _failing("a", ["turn1:urgency"], None),
+        _failing("b", ["turn1:codeswitch"], None),
+        _failing("c", ["turn1:typo"], None),
+        _failing("d", ["turn2:codeswitch", "turn1:typo"], None),
+    ]
+    for c in cases:
+        c.bugs = ["merged"]
+    merged = BugReport(
+        id="merged", key=SKIP_AUTH, signature=SIG, signatures=[SIG], cases=["a", "b", "c", "d"]
+    )
+    parts = [
+        BugReport(
+            id=f"id-{cause}",
+            key=f"{SKIP_AUTH} [cause: {cause}]",
+            signature=SIG,
+            cases=[rep],
+            cause=[cause],
+            representative=rep,
+            note="one of 2 causes",
+        )
+        for cause, rep in (("urgency", "a"), ("codeswitch", "b"))
+    ]
+    shard = SimpleNamespace(report=SimpleNamespace(bugs=parts, cases=[]))
+    out = _split_as_shards([merged], cases, [shard])  # type: ignore[list-item]
+    assert [(b.id, b.cases) for b in out] == [
+        ("id-urgency", ["a", "c"]),
+        ("id-codeswitch", ["b", "d"]),
+    ]
+    assert "1 failing case(s) here (c) match no cause" in (out[0].note or "")
+    assert "match no cause" not in (out[1].note or "")

@@ -416,12 +416,13 @@ def distinct_causes(
     return causes, spent
 
 
-Owner = tuple[Hit, frozenset[str] | None, list[str] | None]
-"""A cause as :func:`_placed` reads it: its representative, the families its reproducer needs,
-and what its reproducer's failing run did (``None``: not known)."""
+Owner = tuple[Hit | None, frozenset[str] | None, list[str] | None]
+"""A cause as :func:`place_case` reads it: its representative (``None``: not at hand), the
+families its reproducer needs, and what its reproducer's failing run did (``None``: not
+known)."""
 
 
-def _placed(hit: Hit, owners: Sequence[Owner]) -> tuple[int, str]:
+def place_case(hit: Hit, owners: Sequence[Owner]) -> tuple[int, str]:
     """Which of ``owners`` a failing case goes under, and on what evidence: ``representative``
     (it is one), ``run`` (its failing run did what exactly one reproducer's run did, else what
     exactly one representative's did: the stronger evidence, as a family's words need not carry
@@ -439,7 +440,7 @@ def _placed(hit: Hit, owners: Sequence[Owner]) -> tuple[int, str]:
         alike = [
             i
             for i, (rep, _, _) in enumerate(owners)
-            if did is not None and case_behaviour(rep) == did
+            if did is not None and rep is not None and case_behaviour(rep) == did
         ]
     if len(alike) == 1:
         return alike[0], "run"
@@ -451,13 +452,13 @@ def _placed(hit: Hit, owners: Sequence[Owner]) -> tuple[int, str]:
 
 
 def _owner(hit: Hit, causes: list[Cause]) -> tuple[Cause, str]:
-    """The cause a failing case is put under, and the evidence (:func:`_placed`)."""
-    i, why = _placed(hit, [(c.hit, c.families, c.shrunk.behaviour or None) for c in causes])
+    """The cause a failing case is put under, and the evidence (:func:`place_case`)."""
+    i, why = place_case(hit, [(c.hit, c.families, c.shrunk.behaviour or None) for c in causes])
     return causes[i], why
 
 
 def unplaced_note(case_ids: Sequence[str]) -> str:
-    """What a bug's note says of the failing cases put under it by default (:func:`_placed`)."""
+    """What a bug's note says of the failing cases put under it by default (:func:`place_case`)."""
     shown = ", ".join(case_ids[:3]) + (
         f" and {len(case_ids) - 3} more" if len(case_ids) > 3 else ""
     )
@@ -468,7 +469,7 @@ def unplaced_note(case_ids: Sequence[str]) -> str:
     )
 
 
-def _with_note(bug: BugReport, more: str) -> None:
+def add_note(bug: BugReport, more: str) -> None:
     bug.note = f"{bug.note}; {more}" if bug.note else more
 
 
@@ -624,9 +625,9 @@ def find_bugs(
                 f"one of {len(causes)} causes behind {group.key}: its reproducer needs {text}, "
                 f"the other(s) {rest}; each reproducer keeps only its own"
             )
-            _with_note(bug, split)
+            add_note(bug, split)
             if cause.hits and id(cause) in unplaced:
-                _with_note(bug, unplaced_note(list(dict.fromkeys(unplaced[id(cause)]))))
+                add_note(bug, unplaced_note(list(dict.fromkeys(unplaced[id(cause)]))))
             if i == 0:
                 bug.shrink_runs += unsplit_runs
     report.bugs = bugs + list(met_while_shrinking.values())
@@ -653,8 +654,8 @@ def _known_causes(
     for hit in group.hits:
         if any(h is hit for h in known):
             owner = frozenset(str(c) for c in hit.case.details.get("cause") or ())
-        else:  # the same evidence as on the run that split it (:func:`_placed`)
-            i, why = _placed(hit, owners)
+        else:  # the same evidence as on the run that split it (:func:`place_case`)
+            i, why = place_case(hit, owners)
             owner = list(by_cause)[i]
             if why == "default":
                 unplaced.setdefault(owner, []).append(hit.case.id)
@@ -665,7 +666,7 @@ def _known_causes(
         bug.cause = sorted(cause)
         _from_corpus(bug, by_cause[cause])
         if cause in unplaced:
-            _with_note(bug, unplaced_note(list(dict.fromkeys(unplaced[cause]))))
+            add_note(bug, unplaced_note(list(dict.fromkeys(unplaced[cause]))))
 
 
 def _unshrunk(bug: BugReport, hit: Hit, note: str) -> None:

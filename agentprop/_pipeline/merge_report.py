@@ -31,6 +31,7 @@ from agentprop._decide.records import (
     read_records,
     records_files,
 )
+from agentprop._pipeline.bugs import Hit, Owner, add_note, place_case, unplaced_note
 from agentprop._pipeline.explore import world_not_tried_of
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
 from agentprop._pipeline.report.model import (
@@ -531,8 +532,12 @@ def _split_as_shards(
 ) -> list[BugReport]:
     """A merged bug a shard split into causes (:func:`agentprop._pipeline.bugs.distinct_causes`:
     its bugs keyed ``KEY [cause: ...]``) is those bugs, as in that shard: each merged case goes
-    under the cause a shard listed it under (else the first), so their shrinks carry over."""
+    under the cause a shard listed it under, so their shrinks carry over; a case no shard
+    listed (another shard did not split the signature) is placed by the evidence a split run
+    uses (:func:`agentprop._pipeline.bugs.place_case`), and one nothing ties to a cause goes
+    under the first, as the bug's note says."""
     by_id = {c.id: c for c in cases}
+    shrunk = {c.id: c.shrunk for s in shards for c in s.report.cases if c.shrunk}
     out: list[BugReport] = []
     for bug in bugs:
         parts = {
@@ -545,9 +550,23 @@ def _split_as_shards(
             out.append(bug)
             continue
         split = {i: b.model_copy(update={"cases": [], "signatures": []}) for i, b in parts.items()}
-        first = next(iter(split))
+        owners: list[Owner] = [
+            (
+                _hit_of(by_id.get(b.representative or ""), bug),
+                frozenset(b.cause),
+                (shrunk.get(b.representative or "") or {}).get("behaviour") or None,
+            )
+            for b in parts.values()
+        ]
+        unplaced: dict[str, list[str]] = {}
         for case_id in bug.cases:
-            owner = next((i for i, b in parts.items() if case_id in b.cases), first)
+            owner = next((i for i, b in parts.items() if case_id in b.cases), None)
+            if owner is None:
+                hit = _hit_of(by_id.get(case_id), bug)
+                k, why = place_case(hit, owners) if hit is not None else (0, "default")
+                owner = list(parts)[k]
+                if why == "default":
+                    unplaced.setdefault(owner, []).append(case_id)
             split[owner].cases.append(case_id)
             case = by_id.get(case_id)
             if case is not None:
@@ -555,8 +574,23 @@ def _split_as_shards(
                 for f in case.failures:
                     if f.signature in bug.signatures and f.signature not in split[owner].signatures:
                         split[owner].signatures.append(f.signature)
+        for owner, ids in unplaced.items():
+            add_note(split[owner], unplaced_note(ids))
         out += [b for b in split.values() if b.cases]
     return out
+
+
+def _hit_of(case: CaseReport | None, bug: BugReport) -> Hit | None:
+    """``case``'s failure with one of ``bug``'s signatures, as a hit (``None``: it has none)."""
+    failure = next(
+        (f for f in case.failures if f.signature in bug.signatures)
+        if case is not None
+        else iter(()),
+        None,
+    )
+    if case is None or failure is None:
+        return None
+    return Hit(case, failure.signature, failure.count, failure.explanation or "")
 
 
 def _carry_shrinks(
