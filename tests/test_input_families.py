@@ -254,6 +254,16 @@ def test_the_oracle_reads_every_notation_it_deals_as_its_value() -> None:
             written,
         )
     assert grounded_dates(["on 05/03/2024"]) == {}  # March 5 or May 3: read neither way
+    # a relative or yearless date, against the reference date it was written against
+    today, seen = date(2026, 12, 3), set()
+    for value in ("2026-11-20", "2026-11-26", "2026-11-19", "2026-12-02", "2026-11-22"):
+        for form in notation_forms(value, "incident_date", today):
+            if form.startswith(("relative", "date_yearless")):
+                written = notation_variant(value, form, "incident_date", today)
+                assert written is not None
+                assert date.fromisoformat(value) in grounded_dates([written], today), written
+                seen.add(form)
+    assert seen == {f for f in NOTATION_FORMS if f.startswith(("relative", "date_yearless"))}
 
 
 def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:

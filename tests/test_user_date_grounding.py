@@ -1,5 +1,7 @@
 """Issue #23 item 0: a day count computed from a date the user gave and the run's date context
-is grounded, and the verdict names the derivation; one that no two grounded dates give is not."""
+is grounded, and the verdict names the derivation; one that no two grounded dates give is not.
+A date the user gave relative to the bindings' reference date ("a week ago", 上个月20号)
+grounds the date it resolves to, written in any notation."""
 
 from __future__ import annotations
 
@@ -70,3 +72,66 @@ def test_a_yearless_date_reads_in_the_context_year_or_the_one_before() -> None:
     # a later date the same year is a reading too; no count reaches it from today
     assert dt.date(2027, 12, 28) in dates
     assert dt.date(2025, 12, 28) not in dates
+
+
+TODAY = dt.date(2026, 12, 3)
+
+
+def _relative(user: str, text: str, today: dt.date | None = TODAY) -> Verdict:
+    # no number in the tool output: a wrong date's parts derive from nothing
+    call = ToolCall(name="open_incident", result={"status": "open"})
+    turn = Turn(index=0, user_message=user, tool_calls=[call], response={"user_message": text})
+    return response_grounded(
+        Trace(turns=[turn]), "user_message", ["numbers"], extra_sources=CONTEXT, today=today
+    )
+
+
+@pytest.mark.parametrize(
+    ("user", "reply"),
+    [
+        ("The VPN went down a week ago.", "Logged for 2026-11-26."),
+        ("The VPN went down two weeks ago.", "Logged for 2026-11-19."),
+        ("The VPN went down 11 days ago.", "Logged for 2026-11-22."),
+        ("The VPN went down on the 20th of last month.", "Logged for 2026-11-20."),
+        ("The VPN went down on 20 November.", "Logged for 2026-11-20."),
+        ("The VPN went down yesterday.", "Logged for December 2, 2026."),
+        ("The VPN went down a week ago.", "Logged for 26 November."),
+        ("VPN上个月20号断了。", "已登记：2026-11-20。"),
+        ("VPN上個月20號斷了。", "已登记：2026年11月20日。"),
+        ("VPN两周前断了。", "已登记：2026-11-19。"),
+        ("VPN 11月20日断了。", "已登记：11月20日。"),
+    ],
+)
+def test_a_date_the_user_gave_relative_to_today_grounds_the_resolved_date(
+    user: str, reply: str
+) -> None:
+    verdict = _relative(user, reply)
+    assert verdict.passed, verdict.explanation
+
+
+@pytest.mark.parametrize(
+    ("user", "reply"),
+    [
+        ("The VPN went down a week ago.", "Logged for 2026-11-25."),
+        ("The VPN went down on the 20th of last month.", "Logged for 2026-10-20."),
+        ("VPN两周前断了。", "已登记：2026-11-18。"),
+    ],
+)
+def test_a_date_the_relative_one_does_not_resolve_to_is_rejected(user: str, reply: str) -> None:
+    assert not _relative(user, reply).passed
+
+
+def test_without_a_reference_date_a_relative_date_grounds_nothing() -> None:
+    assert not _relative("The VPN went down a week ago.", "Logged for 2026-11-26.", None).passed
+
+
+def test_the_bindings_reference_date_reaches_the_grounding_check() -> None:
+    from pathlib import Path
+
+    import agentprop
+
+    root = Path(__file__).resolve().parents[1]
+    claimdesk = agentprop.load_project(root / "benchmarks" / "_reach_zoo" / "claimdesk")
+    assert claimdesk.bindings.response_grounding(claimdesk.spec).today == dt.date(2026, 12, 1)
+    supportops = agentprop.load_project(root / "examples" / "supportops")
+    assert supportops.bindings.response_grounding(supportops.spec).today is None

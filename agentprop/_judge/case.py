@@ -699,7 +699,7 @@ def response_expectations(
                 Expectation(
                     "response_grounded",
                     grounded,
-                    _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded),
+                    _grounded(name, text_kinds, vocabulary, resolved, own_words, grounded),
                 )
             )
     return out
@@ -738,7 +738,7 @@ def _grounded(
     field: str,
     kinds: list[str],
     vocabulary: AbstractSet[str],
-    context: list[str],
+    resolved: ResponseGrounding,
     own_words: list[str],
     clause: str,
 ) -> Check:
@@ -747,7 +747,8 @@ def _grounded(
         field,
         kinds,
         vocabulary=vocabulary,
-        extra_sources=context,
+        extra_sources=resolved.context,
         spec_text=own_words,
+        today=resolved.today,
         clause=clause,
     )

@@ -43,6 +43,41 @@ _DAY_MONTH = re.compile(rf"(?<![\w-]){_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR}(?![\w-])
 _MONTH_DAY = re.compile(rf"(?<![\w-]){_MONTH}\s+{_DAY}{_YEAR}(?![\w-])", re.I)
 _SLASH_DATE = re.compile(r"(?<![\w/.-])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")
 _ZH_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]")
+_ZH_YEARLESS = re.compile(r"(?<![\d年])(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
+_COUNT = (
+    r"(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty)"
+)
+_EN_WORDS = {
+    w: n
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"a": 1, "an": 1, "thirty": 30}
+_EN_DAYS = {"today": 0, "yesterday": -1, "tomorrow": 1}
+_EN_RELATIVE = re.compile(
+    rf"(?<![\w-])(?:(?P<word>today|yesterday|tomorrow)|the\s+day\s+before\s+yesterday"
+    rf"|{_COUNT.replace('(', '(?P<back>', 1)}\s+(?P<unit>days?|weeks?)\s+ago"
+    rf"|in\s+{_COUNT.replace('(', '(?P<ahead>', 1)}"
+    rf"\s+(?P<ahead_unit>days?|weeks?))(?![\w-])",
+    re.I,
+)
+_EN_OF_MONTH = re.compile(
+    r"(?<![\w-])(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?\s+of\s+(this|last|next)\s+month(?![\w-])",
+    re.I,
+)
+_ZH_NUM = r"(?P<n>\d{1,3}|[一二两兩三四五六七八九十]{1,3})"
+_ZH_DAYS = {"今天": 0, "昨天": -1, "明天": 1, "前天": -2, "后天": 2, "後天": 2, "大前天": -3}
+_ZH_RELATIVE = re.compile(
+    rf"(?P<word>大前天|今天|昨天|明天|前天|后天|後天)|{_ZH_NUM}\s*(?P<unit>天|周|週|个星期|個星期|星期)"
+    r"\s*(?P<dir>前|之前|以前|后|後|之后|之後|以后|以後)"
+)
+_ZH_OF_MONTH = re.compile(
+    r"(?P<which>上个?月|上個?月|这个月|這個月|本月|下个?月|下個?月)\s*(\d{1,2})\s*[号號日]"
+    r"|(?<![\d月])(\d{1,2})\s*[号號]"
+)
+_ZH_SMALL = {c: n for n, c in enumerate("零一二三四五六七八九十")} | {"两": 2, "兩": 2}
 _TOKEN = re.compile(r"[a-z0-9]+")
 _CONNECTORS = frozenset(
     "a an the and or of on at by for to in is are was from with until till due each per x "
@@ -147,29 +182,83 @@ def _date(year: int, month: int, day: int) -> dt.date | None:
         return None
 
 
-def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
+def _zh_small(text: str) -> int:
+    """A count of 1 to 99 in digits or Chinese numerals (两, 十二, 二十)."""
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        return _ZH_SMALL.get(tens, 1) * 10 + _ZH_SMALL.get(ones, 0)
+    return _ZH_SMALL.get(text, 0)
+
+
+def _shift_month(today: dt.date, months: int, day: int) -> dt.date | None:
+    index = today.year * 12 + today.month - 1 + months
+    return _date(index // 12, index % 12 + 1, day)
+
+
+def relative_dates(text: str, today: dt.date) -> list[dt.date]:
+    """The dates ``text`` writes relative to ``today``: ``today``, ``yesterday``, ``a week
+    ago``, ``two weeks ago``, ``11 days ago``, ``in 3 days``, ``the 20th of last month``,
+    ``今天``, ``前天``, ``两周前``, ``11天前``, ``上个月20号``, ``20号`` (this month)."""
+    out: list[dt.date] = []
+    for m in _EN_RELATIVE.finditer(text):
+        if m.group("word"):
+            days = _EN_DAYS[m.group("word").lower()]
+        elif m.group(0).lower().startswith("the"):
+            days = -2
+        else:
+            count = m.group("back") or m.group("ahead")
+            unit = (m.group("unit") or m.group("ahead_unit")).lower()
+            n = int(count) if count.isdigit() else _EN_WORDS[count.lower()]
+            days = n * (7 if unit.startswith("week") else 1) * (1 if m.group("ahead") else -1)
+        out.append(today + dt.timedelta(days=days))
+    for m in _EN_OF_MONTH.finditer(text):
+        shift = {"this": 0, "last": -1, "next": 1}[m.group(2).lower()]
+        date = _shift_month(today, shift, int(m.group(1)))
+        if date is not None:
+            out.append(date)
+    for m in _ZH_RELATIVE.finditer(text):
+        if m.group("word"):
+            days = _ZH_DAYS[m.group("word")]
+        else:
+            n = _zh_small(m.group("n")) * (1 if m.group("unit") == "天" else 7)
+            days = -n if "前" in m.group("dir") else n
+        out.append(today + dt.timedelta(days=days))
+    for m in _ZH_OF_MONTH.finditer(text):
+        which = m.group("which") or ""
+        shift = -1 if which.startswith("上") else 1 if which.startswith("下") else 0
+        date = _shift_month(today, shift, int(m.group(2) or m.group(3)))
+        if date is not None:
+            out.append(date)
+    return out
+
+
+def grounded_dates(texts: Iterable[str], today: dt.date | None = None) -> dict[dt.date, str]:
     """Every date of ``texts``: ISO (:func:`iso_dates`), written with a month name (``22
     November 2026``, ``Nov 22``), in Chinese (``2026年11月22日``) or with slashes when it reads
-    one way only (``11/22/2026``, ``22/11/2026``; not ``05/03/2026``); a date without a year is read
-    in each year another date of ``texts`` has and the year before (``December 28`` said on
-    2027-01-05 is 2026-12-28)."""
+    one way only (``11/22/2026``, ``22/11/2026``; not ``05/03/2026``); a date without a year
+    (``20 November``, ``11月20日``) is read in each year another date of ``texts`` has, or
+    ``today`` has, and the year before (``December 28`` said on 2027-01-05 is 2026-12-28). With
+    ``today``, also every date written relative to it (:func:`relative_dates`)."""
     texts = tuple(texts)
     out = iso_dates(texts)
     yearless: list[tuple[int, int, str]] = []
     for text in texts:
-        for pattern, day_first in ((_DAY_MONTH, True), (_MONTH_DAY, False)):
-            for m in pattern.finditer(text):
-                day_s, month_s = (m.group(1), m.group(2)) if day_first else (m.group(2), m.group(1))
-                month, day = _MONTHS[month_s.lower()], int(day_s)
-                if m.group(3):
-                    date = _date(int(m.group(3)), month, day)
-                    if date is not None:
-                        out.setdefault(date, text)
-                else:
-                    yearless.append((month, day, text))
+        for _, month, day, year in _named_dates(text):
+            if year is not None:
+                date = _date(year, month, day)
+                if date is not None:
+                    out.setdefault(date, text)
+            else:
+                yearless.append((month, day, text))
         for m in _ZH_DATE.finditer(text):
             date = _date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
             if date is not None:
+                out.setdefault(date, text)
+        yearless += [(int(m.group(1)), int(m.group(2)), text) for m in _ZH_YEARLESS.finditer(text)]
+        if today is not None:
+            for date in relative_dates(text, today):
                 out.setdefault(date, text)
         for m in _SLASH_DATE.finditer(text):
             # a slash date reads one way only when one side is past 12: 11/20/2026, 20/11/2026
@@ -177,7 +266,7 @@ def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
             date = _date(year, a, b) if b > 12 >= a else _date(year, b, a) if a > 12 >= b else None
             if date is not None:
                 out.setdefault(date, text)
-    years = {d.year for d in out}
+    years = {d.year for d in out} | ({today.year} if today is not None else set())
     for month, day, text in yearless:
         for year in sorted(years | {y - 1 for y in years}):
             date = _date(year, month, day)
@@ -199,13 +288,41 @@ def derive_day_count(x: float, dates: Iterable[dt.date]) -> str | None:
 
 
 def stated_dates(text: str) -> list[tuple[str, dt.date]]:
-    """The ISO dates ``text`` states, as ``(as written, date)``."""
+    """The dates ``text`` states with their year, as ``(as written, date)``: ISO, with a month
+    name (``November 26, 2026``, ``26 Nov 2026``) or in Chinese (``2026年11月26日``)."""
     out = []
     for m in _ISO_DATE.finditer(text):
         try:
             out.append((m.group(), dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))))
         except ValueError:
             continue
+    for written, month, day, year in _named_dates(text):
+        date = _date(year, month, day) if year is not None else None
+        if date is not None:
+            out.append((written, date))
+    for m in _ZH_DATE.finditer(text):
+        date = _date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        if date is not None:
+            out.append((m.group(), date))
+    return out
+
+
+def stated_yearless(text: str) -> list[tuple[str, int, int]]:
+    """The dates ``text`` states without a year (``November 26``, ``11月26日``), as ``(as
+    written, month, day)``."""
+    out = [(w, month, day) for w, month, day, year in _named_dates(text) if year is None]
+    out += [(m.group(), int(m.group(1)), int(m.group(2))) for m in _ZH_YEARLESS.finditer(text)]
+    return out
+
+
+def _named_dates(text: str) -> list[tuple[str, int, int, int | None]]:
+    """``(as written, month, day, year or None)`` of each date written with a month name."""
+    out: list[tuple[str, int, int, int | None]] = []
+    for pattern, day_first in ((_DAY_MONTH, True), (_MONTH_DAY, False)):
+        for m in pattern.finditer(text):
+            day_s, month_s = (m.group(1), m.group(2)) if day_first else (m.group(2), m.group(1))
+            year = int(m.group(3)) if m.group(3) else None
+            out.append((m.group(), _MONTHS[month_s.lower()], int(day_s), year))
     return out
 
 

@@ -31,6 +31,7 @@ from agentprop._judge.derive import (
     own_record,
     records,
     stated_dates,
+    stated_yearless,
 )
 from agentprop._judge.verdict import Verdict, _fail, _ok, _seq, _strings
 from agentprop._scenario.trace import ToolCall, Trace, Turn
@@ -706,6 +707,8 @@ class _Sources:
     records: list[tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
     """The derivations accepted so far (see :mod:`agentprop._judge.derive`), in order."""
+    today: dt.date | None = None
+    """The date relative dates are read against (``None``: they ground no date)."""
     withdrawn: list[tuple[int, str]] = field(default_factory=list)
     """``(turn index, text)``: what a user turn took back in a correction ("HP-483913, no
     wait, that's wrong. It should be: HP-482913"); it grounds nothing."""
@@ -787,26 +790,31 @@ class _Sources:
         return self._accept(how)
 
     def without_derived_dates(self, text: str) -> str:
-        """``text`` with each ISO date blanked out that is a grounded date plus or minus a
-        grounded number of days (recorded); a date stated as the sources state it stays (its
-        parts are grounded numbers)."""
+        """``text`` with each ISO date blanked out that is a grounded date, however the sources
+        write it ("20 November", "a week ago", 上个月20号: its parts need not be numbers they
+        state), or a grounded date plus or minus a grounded number of days (recorded)."""
         stated = stated_dates(text)
-        if not stated:
+        yearless = stated_yearless(text)
+        if not stated and not yearless:
             return text
         dates = self.dates()
         for written, date in stated:
-            if date in dates:
-                continue
-            how = derive_date(date, dates, self.numbers)
-            if how is not None:
+            if date not in dates:
+                how = derive_date(date, dates, self.numbers)
+                if how is None:
+                    continue
                 self._accept(how)
+            text = text.replace(written, " ")
+        days = {(d.month, d.day) for d in dates}
+        for written, month, day in yearless:
+            if (month, day) in days:
                 text = text.replace(written, " ")
         return text
 
     def dates(self) -> dict[dt.date, str]:
         """Every grounded date (:func:`~agentprop._judge.derive.grounded_dates`)."""
         if self._dates is None:
-            self._dates = grounded_dates(self.texts)
+            self._dates = grounded_dates(self.texts, self.today)
         return self._dates
 
     def nearest(self, kind: str, bad: str) -> list[str]:
@@ -1023,10 +1031,13 @@ def response_grounded(
     spec_text: Iterable[str] = (),
     rel_tol: float = 0.005,
     min_similarity: float = 85.0,
+    today: dt.date | None = None,
     clause: str | None = None,
 ) -> Verdict:
     """What response field ``field`` states is traceable to a tool output of the same or an
     earlier turn, or to the user's turns (or to ``extra_sources``, e.g. the runtime context).
+    With ``today`` (the scenario's reference date), a date the sources write relative to it
+    ("a week ago", "the 20th of last month", 两周前) grounds the date it resolves to.
 
     ``kinds`` (any of ``numbers``, ``ids``, ``quoted``, ``list_items``, ``value``) say what is
     checked: numbers as in :func:`numbers_grounded`; ids (:func:`looks_like_id`, names in
@@ -1047,7 +1058,7 @@ def response_grounded(
             f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}"
         )
     ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
-    sources = _Sources()
+    sources = _Sources(today=today)
     sources.add_spec_texts(spec_text)
     for s in extra_sources:
         sources.add_text(s)

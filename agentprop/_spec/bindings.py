@@ -33,6 +33,7 @@ from agentprop._spec.grounding import (
     declared_fields,
     default_grounding,
     default_provenance,
+    reference_date,
 )
 from agentprop._spec.implied import condition_variables, implied_decision
 from agentprop._spec.model import Spec
@@ -479,7 +480,12 @@ class Bindings(_Strict):
             else:
                 fields[name] = list(entry)
         context = [str(v) for v in _scalars(self.context)]
-        return ResponseGrounding(fields=fields, context=context, provenance=provenance)
+        return ResponseGrounding(
+            fields=fields,
+            context=context,
+            provenance=provenance,
+            today=reference_date(self.context),
+        )
 
     def outcome_location(self, leaf: str) -> SourceLocation:
         """Where a leaf's decision is (or would be) mapped: its ``outcomes:`` entry, else the

@@ -8,6 +8,9 @@ them."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -45,6 +48,25 @@ class ResponseGrounding(BaseModel):
     provenance: dict[str, list[str]] = Field(default_factory=dict)
     """Response field -> the tool output fields (``create_ticket.ticket_id``) its value must be
     one of, once such a tool was called (:func:`default_provenance`, or the bindings' ``from:``)."""
+    today: date | None = None
+    """The date relative dates are read against (:func:`reference_date` of the bindings'
+    ``context``): a user's "a week ago" grounds the date a week before it."""
+
+
+_REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)
+
+
+def reference_date(context: Mapping[str, Any]) -> date | None:
+    """The date a scenario's relative dates are read against: a runtime-context value named
+    ``today``, ``current_date``, ``as_of`` or ``now`` holding an ISO date (``None``: relative
+    dates are not written)."""
+    for key, value in context.items():
+        if _REFERENCE_KEYS.search(str(key)) and isinstance(value, (str, date)):
+            try:
+                return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
+            except ValueError:
+                continue
+    return None
 
 
 def declared_fields(spec: Spec) -> list[str]:

@@ -13,6 +13,7 @@ from datetime import date, datetime
 from typing import Any
 
 from agentprop._spec.bindings import ChannelBinding
+from agentprop._spec.grounding import reference_date
 from agentprop._util.hanzi import to_traditional
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
@@ -526,22 +527,8 @@ def stated_figures(
     return tuple(forms[k % len(forms)](f) for k, f in enumerate(figures))
 
 
-_REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)
 _PERIOD_SLOT = re.compile(r"year|period|month|date|day|when", re.I)
 _MONTH_YEAR = re.compile(r"^([A-Za-z]+) (\d{4})$")
-
-
-def reference_date(context: Mapping[str, Any]) -> date | None:
-    """The date a scenario's relative dates are read against: a runtime-context value named
-    ``today``, ``current_date``, ``as_of`` or ``now`` holding an ISO date (``None``: relative
-    dates are not written)."""
-    for key, value in context.items():
-        if _REFERENCE_KEYS.search(str(key)) and isinstance(value, (str, date)):
-            try:
-                return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
-            except ValueError:
-                continue
-    return None
 
 
 def _ordinal(n: int) -> str:
@@ -733,9 +720,12 @@ def notation_variant(
 
 
 UNDEALT_NOTATIONS: frozenset[str] = frozenset()
-"""Notations :func:`notation_variant` writes but exploration does not deal (none: the oracle's
-grounding reads ``2.4k`` as 2400 and every date notation written here,
-:func:`agentprop._judge.derive.grounded_dates`)."""
+"""Notations :func:`notation_variant` writes but exploration does not deal (none). The oracle's
+grounding reads ``2.4k`` as 2400, counts in words, and every date written here
+(:func:`agentprop._judge.derive.grounded_dates`), the relative ones against the bindings'
+reference date (:func:`reference_date`). Not read: a period said relative to it (``this
+year``, ``last month``, 去年, 上个月 for a year or month slot) grounds no year or month number;
+the reply's year is grounded only by another source (the reference date itself)."""
 
 
 def notation_forms(value: str, slot: str = "", today: date | None = None) -> tuple[str, ...]:
