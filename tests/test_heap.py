@@ -4,12 +4,15 @@ A fresh ``agentprop run`` process holds the model SDK's thousands of type classe
 modules, the project and the agent for the whole run; every full collection during the runs
 walked them all again (a hundred-odd milliseconds of CPU each on the Anthropic SDK's heap,
 where the SDK alone pays for its own only). They are frozen (``gc.freeze``) from the start of
-the command and when the agent is loaded, and given back to the collector when it ends."""
+the command and when the agent is loaded, and given back to the collector when it ends; the
+``agentprop`` script's process ends with its heap frozen again (the interpreter's last
+collection would walk it all only to free what the process gives back anyway)."""
 
 from __future__ import annotations
 
 import gc
 import io
+import os
 import weakref
 from pathlib import Path
 from typing import Any
@@ -82,3 +85,24 @@ def test_agentprop_run_runs_its_agent_on_a_frozen_heap(
     assert code in (0, 3)
     assert seen and seen[0] > 0  # the runs saw the loaded project and agent frozen
     assert gc.get_freeze_count() == 0  # and the command gave them back
+
+
+def test_the_agentprop_script_ends_its_process_on_a_frozen_heap() -> None:
+    # the interpreter's last collection would walk the SDK's classes, the modules and the
+    # project only to free memory the ending process gives back anyway
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, sys\n"
+        "sys.argv = ['agentprop', '--version']\n"
+        "from agentprop.__main__ import console\n"
+        "code = console()\n"
+        "print(code, gc.get_freeze_count() > 0)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert proc.stdout.split()[-2:] == ["0", "True"]
