@@ -12,8 +12,9 @@ order, as a reader would type them, in a scratch copy of the repository's exampl
 The exit code each must end with is the one the page promises:
 
 - a command shown with its output (``text`` block): ``agentprop: error:`` → 2; lint's
-  ``N error(s)`` → 1 when N > 0; ``INCOMPLETE:`` → 3; a failed case, a ``FAIL`` verdict, a bug
-  found (``bug 1 [...]``, a reproducer), a ``CHANGED`` snapshot or a survived mutant → 1; else
+  ``N error(s)`` → 1 when N > 0; ``INCOMPLETE:`` → 3; a failed case, a ``FAIL`` or
+  ``INCONCLUSIVE`` verdict (a case that did not pass), a bug found (``bug 1 [...]``, a
+  reproducer), a ``CHANGED`` snapshot or a survived mutant → 1; else
   0 (docs/reference.md, "Exit codes");
 - a command whose comment says how it ends: ``N failed`` → 1, ``N passed`` → 0;
 - otherwise what the page says of it in its prose (:data:`STATED`, each with where), else 0.
@@ -165,8 +166,8 @@ def promised_exit(cmd: DocCommand) -> int:
             return 3
         if re.search(
             r"\b[1-9]\d* failed|\bfails "
-            r"[1-9]\d*/|\bFAIL\b|\bCHANGED\b|AgentPropertyViolation|survived|^bug \d+ "
-            r"\[|^\s*reproducer: \[",
+            r"[1-9]\d*/|\bFAIL\b|\bINCONCLUSIVE\b|\bCHANGED\b|AgentPropertyViolation|survived|"
+            r"^bug \d+ \[|^\s*reproducer: \[",
             shown,
             re.M,
         ):
