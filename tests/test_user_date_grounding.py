@@ -135,3 +135,22 @@ def test_the_bindings_reference_date_reaches_the_grounding_check() -> None:
     assert claimdesk.bindings.response_grounding(claimdesk.spec).today == dt.date(2026, 12, 1)
     supportops = agentprop.load_project(root / "examples" / "supportops")
     assert supportops.bindings.response_grounding(supportops.spec).today is None
+
+
+@pytest.mark.parametrize(
+    ("user", "reply", "grounded"),
+    [
+        ("What was revenue last year?", "Revenue in 2025 was 100.", True),
+        ("去年的收入是多少？", "2025年收入为100。", True),
+        ("What was revenue last month?", "Revenue for 2026-11 was 100.", True),
+        ("What was revenue last month?", "Revenue for 2026-09 is not in yet.", False),
+    ],
+)
+def test_a_period_named_relative_to_today_grounds_its_year_and_month(
+    user: str, reply: str, grounded: bool
+) -> None:
+    # a tool output of no numbers unless the reply states one: nothing to derive a month from
+    call = ToolCall(name="query", result={"revenue": 100} if "100" in reply else {"status": "ok"})
+    turn = Turn(index=0, user_message=user, tool_calls=[call], response={"user_message": reply})
+    verdict = response_grounded(Trace(turns=[turn]), "user_message", ["numbers"], today=TODAY)
+    assert verdict.passed is grounded, verdict.explanation

@@ -197,6 +197,33 @@ def _shift_month(today: dt.date, months: int, day: int) -> dt.date | None:
     return _date(index // 12, index % 12 + 1, day)
 
 
+_PERIOD = re.compile(
+    r"(?<![\w-])(?P<en>this|last|next)\s+(?P<unit>year|month)(?![\w-])"
+    r"|(?P<zh>今年|去年|明年|这个月|這個月|本月|上个?月|上個?月|下个?月|下個?月)",
+    re.I,
+)
+
+
+def relative_periods(text: str, today: dt.date) -> set[int]:
+    """The numbers of the years and months ``text`` names relative to ``today``: ``last
+    year`` 2025 on 2026-07-01, ``last month`` 6 and 2026, 去年, 上个月."""
+    out: set[int] = set()
+    for m in _PERIOD.finditer(text):
+        if m.group("en"):
+            shift = {"this": 0, "last": -1, "next": 1}[m.group("en").lower()]
+            year = m.group("unit").lower() == "year"
+        else:
+            word = m.group("zh")
+            shift = -1 if word[0] in "去上" else 1 if word[0] in "明下" else 0
+            year = word.endswith("年")
+        if year:
+            out.add(today.year + shift)
+        else:
+            index = today.year * 12 + today.month - 1 + shift
+            out |= {index // 12, index % 12 + 1}
+    return out
+
+
 def relative_dates(text: str, today: dt.date) -> list[dt.date]:
     """The dates ``text`` writes relative to ``today``: ``today``, ``yesterday``, ``a week
     ago``, ``two weeks ago``, ``11 days ago``, ``in 3 days``, ``the 20th of last month``,

@@ -30,6 +30,7 @@ from agentprop._judge.derive import (
     nearest_numbers,
     own_record,
     records,
+    relative_periods,
     stated_dates,
     stated_yearless,
 )
@@ -741,6 +742,9 @@ class _Sources:
     def add_text(self, text: str) -> None:
         self.texts.append(text)
         self.numbers |= _number_set(text)
+        if self.today is not None:
+            # "last year" grounds 2025 on 2026-07-01 (a relative day grounds its date: dates())
+            self.numbers |= {float(n) for n in relative_periods(text, self.today)}
         self._changed()
 
     def add_spec_text(self, text: str) -> None:

@@ -721,11 +721,11 @@ def notation_variant(
 
 UNDEALT_NOTATIONS: frozenset[str] = frozenset()
 """Notations :func:`notation_variant` writes but exploration does not deal (none). The oracle's
-grounding reads ``2.4k`` as 2400, counts in words, and every date written here
-(:func:`agentprop._judge.derive.grounded_dates`), the relative ones against the bindings'
-reference date (:func:`reference_date`). Not read: a period said relative to it (``this
-year``, ``last month``, 去年, 上个月 for a year or month slot) grounds no year or month number;
-the reply's year is grounded only by another source (the reference date itself)."""
+grounding reads ``2.4k`` as 2400, counts in words, every date written here
+(:func:`agentprop._judge.derive.grounded_dates`) and a period said relative to the bindings'
+reference date (:func:`reference_date`; ``last year``, 上个月: its year and month numbers,
+:func:`agentprop._judge.derive.relative_periods`). Without a reference date no relative form is
+written, and none is read."""
 
 
 def notation_forms(value: str, slot: str = "", today: date | None = None) -> tuple[str, ...]:
