@@ -65,7 +65,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ from benchmarks._support.adjudicated import (  # noqa: E402
     failure_of,
     failure_record,
     judged_text,
+    world_key,
 )
 
 DEFAULT_KINDS = KINDS
@@ -852,8 +853,9 @@ def judge_blind(
     seed, case id, turns and clause, in the clean run's world) an agent error."""
     faulted = load_agent(fault.agent, project.base_dir, {fault.knob: fault.rate})
     clean = load_agent(fault.agent, project.base_dir, {})
-    # in another world the clean run's adjudicated inputs are not these
+    # in another world the clean run's adjudicated inputs are not these: its failures carry it
     same_world = project.bindings.world == blind_project(fault.example, {}).bindings.world
+    world = "" if same_world else world_key(fault.world)
     out: list[Judgement] = []
     for bug in outcome.bugs:
         shrunk = outcome.shrink_of(bug)
@@ -878,7 +880,7 @@ def judge_blind(
         base = _fails(project, clean, rep)
         agent, whose = (clean, "the clean") if base else (faulted, "the faulted")
         judged = _judge_minimal(project, agent, whose, outcome, bug, shrunk)
-        failures = _bug_failures(fault.example, outcome, bug) if base and same_world else ()
+        failures = _bug_failures(fault.example, outcome, bug, world) if base else ()
         out.append(
             Judgement(
                 bug.id,
@@ -888,9 +890,7 @@ def judge_blind(
                 text,
                 own=not base,
                 base=base,
-                adjudicated=(
-                    _base_adjudicated(same_world, failures, adjudications) if base else None
-                ),
+                adjudicated=(_base_adjudicated(failures, adjudications) if base else None),
                 failures=failures,
             )
         )
@@ -923,27 +923,32 @@ def _judge_minimal(
     return True, f"minimal: {whose} agent fails it, and passes without any one kept choice"
 
 
-def _bug_failures(folder: str, outcome: RunOutcome, bug: Any) -> tuple[Failure, ...]:
-    """A bug's failing cases as the adjudications match them."""
+def _bug_failures(
+    folder: str, outcome: RunOutcome, bug: Any, world: str = ""
+) -> tuple[Failure, ...]:
+    """A bug's failing cases as the adjudications match them (``world``: see
+    :attr:`Failure.world`)."""
     cases = {c.id: c for c in outcome.report.cases}
     return tuple(
-        failure_of(folder, outcome.seed, c.id, c.messages, (f.clause for f in c.failures))
+        replace(
+            failure_of(folder, outcome.seed, c.id, c.messages, (f.clause for f in c.failures)),
+            world=world,
+        )
         for c in (cases[i] for i in bug.cases if i in cases)
     )
 
 
-def _base_adjudicated(
-    same_world: bool, failures: Sequence[Failure], adjudications: Adjudications | None
-) -> str:
-    """What blind adjudications said of a base agent's bug (see :func:`judged_text`)."""
-    if not same_world:
-        return NOT_MATCHED
+def _base_adjudicated(failures: Sequence[Failure], adjudications: Adjudications | None) -> str:
+    """What blind adjudications said of a base agent's bug (see :func:`judged_text`); a bug
+    met in a fault's own world is matched only to verdicts given in that world."""
     if adjudications is None:
         return "not looked up"
     return judged_text(failures, adjudications)
 
 
 NOT_MATCHED = "not matched: the fault's world differs from the clean run's"
+"""What summaries written before failures carried their world said of a bug in a fault's own
+world (``--rejudge`` leaves it: they kept no failing inputs for it)."""
 
 
 def run_blind_fault(fault: BlindFault) -> FaultResult:
@@ -1374,7 +1379,7 @@ def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[st
         for side, key in sides:
             bugs = [b for e in entries for b in e[key]]
             for b in bugs:
-                if b["whose"] == BASE and b["shrunk"] and b["adjudicated"] != NOT_MATCHED:
+                if b["whose"] == BASE and b["shrunk"] and b["failures"]:
                     b["adjudicated"] = judged_text((failure_from(r) for r in b["failures"]), judged)
             summary[side].update(bug_figures(bugs))
         if not with_baseline:  # counted before base bugs were: its clean failures alone

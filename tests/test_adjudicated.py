@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,10 @@ from benchmarks._support.adjudicated import (
     ADJUDICATION,
     AdjudicationError,
     Adjudications,
+    failure_from,
     failure_of,
+    failure_record,
+    world_key,
 )
 
 
@@ -100,6 +104,28 @@ def test_a_doubt_from_any_adjudicator_makes_the_failure_a_false_alarm(folder: Pa
     found = judged.verdict(same)
     assert found is not None and found.verdict == "ambiguous"
     assert judged.tally([same]).false_alarms == 1
+
+
+def test_a_verdict_given_in_a_faults_world_judges_that_world_only(folder: Path) -> None:
+    """The same input in another world (a fault's overrides over the bindings' world) is
+    another case: its expectation may follow there and not here, or the other way round."""
+    world = {"get_claim": {"amount": 2400}}
+    member = {**_member(0, "EXPLORE C ~2", TURNS, "decision_tree.N5: ..."), "world": world}
+    _write(
+        folder,
+        "clean_failures_world.json",
+        [{"spec": "pharmacy", "verdict": "agent_error", "pattern": "p", "members": [member]}],
+    )
+    judged = Adjudications.load(folder)
+    plain = failure_of("pharmacy", 0, "EXPLORE C ~2", TURNS, ["decision_tree.N5"])
+    there = replace(plain, world=world_key(world))
+    assert judged.verdict(plain) is None
+    found = judged.verdict(there)
+    assert found is not None and found.verdict == "agent_error"
+    # the record a benchmark's --json keeps carries the world, and reads back the same failure
+    assert failure_from(json.loads(json.dumps(failure_record(there)))) == there
+    assert "world" not in failure_record(plain)
+    assert judged.verdict(replace(there, world=world_key({"get_claim": {"amount": 1}}))) is None
 
 
 def test_an_edited_or_unfrozen_adjudication_is_refused(folder: Path) -> None:

@@ -204,7 +204,7 @@ def test_a_bug_the_clean_agent_shares_is_the_base_agents_judged_against_it(
     verdict = Verdict("agent_error", "skips auth when hurried", "judged.json")
     clause = next(f.clause for f in failing.failures if f.clause)
     judged = Adjudications(
-        {("supportops", 0, failing.id, tuple(failing.messages)): [(clause, verdict)]},
+        {("supportops", 0, failing.id, tuple(failing.messages), ""): [(clause, verdict)]},
         ["judged.json"],
     )
     verdicts = find.judge_blind(fault, project, outcome, judged)

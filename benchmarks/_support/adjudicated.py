@@ -4,8 +4,9 @@ A failure of a correct ("clean") zoo agent is a false alarm only when its input 
 instance of its scenario or its expectation does not follow from the spec; otherwise the clean
 agent is wrong on a valid input. ``benchmarks/_adjudication/`` holds blind verdicts on such
 failures, each file frozen by a ``FREEZE*.sha256`` beside it (checked on load). A failure is
-matched to a verdict by spec, seed, case id, the exact input turns and the violated clause;
-whatever does not match exactly is unadjudicated, and the benchmarks count it as a false alarm.
+matched to a verdict by spec, seed, case id, the exact input turns, the violated clause and the
+world it ran in; whatever does not match exactly is unadjudicated, and the benchmarks count it
+as a false alarm.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class Failure:
     turns: tuple[str, ...]
     clauses: frozenset[str]
     """The clauses (``decision_tree.N7_CONFIRM``) the case's failures broke."""
+    world: str = ""
+    """The world it ran in, when not the spec folder's own: the overrides applied over the
+    bindings' world as canonical JSON (:func:`world_key`); a verdict given in one world never
+    judges the same input in another."""
+
+
+def world_key(overrides: Mapping[str, Any] | None) -> str:
+    """The :attr:`Failure.world` of a run with ``overrides`` applied over the bindings' world."""
+    return json.dumps(overrides, sort_keys=True, ensure_ascii=False) if overrides else ""
 
 
 @dataclass
@@ -93,13 +103,13 @@ def _frozen_hashes(folder: Path) -> dict[str, str]:
 class Adjudications:
     """Every frozen adjudication of a folder, indexed for exact matching."""
 
-    index: dict[tuple[str, int, str, tuple[str, ...]], list[tuple[str, Verdict]]]
+    index: dict[tuple[str, int, str, tuple[str, ...], str], list[tuple[str, Verdict]]]
     files: list[str]
 
     @classmethod
     def load(cls, folder: Path = ADJUDICATION) -> Adjudications:
         hashes = _frozen_hashes(folder)
-        index: dict[tuple[str, int, str, tuple[str, ...]], list[tuple[str, Verdict]]] = {}
+        index: dict[tuple[str, int, str, tuple[str, ...], str], list[tuple[str, Verdict]]] = {}
         files = []
         for path in sorted(folder.glob("clean_failures*.json")):
             data = path.read_bytes()
@@ -118,7 +128,8 @@ class Adjudications:
             for group in json.loads(data)["groups"]:
                 verdict = Verdict(group["verdict"], group.get("pattern", ""), path.name)
                 for m in group["members"]:
-                    key = (group["spec"], int(m["seed"]), m["case"], tuple(m["turns"]))
+                    world = world_key(m.get("world"))
+                    key = (group["spec"], int(m["seed"]), m["case"], tuple(m["turns"]), world)
                     index.setdefault(key, []).append((_clause_of(m["failure"]), verdict))
         return cls(index, files)
 
@@ -129,7 +140,7 @@ class Adjudications:
         given = [
             verdict
             for clause, verdict in self.index.get(
-                (failure.spec, failure.seed, failure.case, failure.turns), []
+                (failure.spec, failure.seed, failure.case, failure.turns, failure.world), []
             )
             if clause in failure.clauses
         ]
@@ -162,6 +173,7 @@ def failure_record(f: Failure) -> dict[str, object]:
         "case": f.case,
         "turns": list(f.turns),
         "clauses": sorted(f.clauses),
+        **({"world": json.loads(f.world)} if f.world else {}),
     }
 
 
@@ -173,6 +185,7 @@ def failure_from(record: Mapping[str, Any]) -> Failure:
         str(record["case"]),
         tuple(str(t) for t in record["turns"]),
         frozenset(str(c) for c in record["clauses"]),
+        world_key(record.get("world")),
     )
 
 
