@@ -38,12 +38,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,11 +203,11 @@ def _kind_order(kind: str) -> int:
     return KINDS.index(kind) if kind in KINDS else len(KINDS)
 
 
-def add_kinds(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+def add_kinds(into: dict[str, dict[str, int]], more: dict[str, dict[str, Any]]) -> None:
     for kind, counts in more.items():
         mine = into.setdefault(kind, {"cases": 0, "runs_started": 0})
-        for key, n in counts.items():
-            mine[key] += n
+        for key in mine:
+            mine[key] += counts[key]
 
 
 def per_case(by_kind: dict[str, dict[str, int]]) -> dict[str, dict[str, float | int | None]]:
@@ -257,11 +259,13 @@ def blind_faults(rate: float | None = None, *, full: bool = True) -> tuple[list[
 
 
 def chosen_faults(full: bool) -> list[Target]:
-    """The pack zoo's faults: the first of each example, or (``full``) all of them."""
+    """The pack zoo's faults: the first of each example, or (``full``) all of them, the
+    examples taken in turn (so a run cut short has measured each example alike)."""
+    per_example = [[z for z in ZOO if z.example == ex] for ex in EXAMPLES]
     faults = (
-        list(ZOO)
+        [f for turn in itertools.zip_longest(*per_example) for f in turn if f is not None]
         if full
-        else [f for ex in EXAMPLES for f in [z for z in ZOO if z.example == ex][:QUICK_PER_EXAMPLE]]
+        else [f for mine in per_example for f in mine[:QUICK_PER_EXAMPLE]]
     )
     return [Target("pack", f.example, f.knob, f.rate) for f in faults]
 
@@ -279,8 +283,14 @@ class ZooResult:
 
 
 def measure_zoo(
-    zoo: str, targets: list[Target], full: bool, log: Any, skipped: list[str] | None = None
+    zoo: str,
+    targets: list[Target],
+    full: bool,
+    log: Any,
+    skipped: list[str] | None = None,
+    after_each: Callable[[ZooResult], None] = lambda r: None,
 ) -> ZooResult:
+    """Measure ``targets``; ``after_each`` sees the result so far after each fault."""
     out = ZooResult(skipped=list(skipped or []))
     specs = list(dict.fromkeys(t.spec for t in targets)) if zoo == "blind" else list(EXAMPLES)
     for spec in specs:
@@ -321,6 +331,7 @@ def measure_zoo(
         row["one_run_per_case_by_kind"] = o.by_kind
         add_kinds(out.one_run_by_kind, o.by_kind)
         out.entries.append(row)
+        after_each(out)
         print(
             f"  {zoo}:{t.spec}:{t.knob}: "
             + ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("found")),
@@ -356,6 +367,7 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
     total = sum(r.cases.values())
     return {
         "faults": len(r.entries),
+        "entries": r.entries,
         **rates(r.entries),
         "default_runs_per_case": started / total if total else None,
         "default_runs_per_case_by_spec": {
@@ -408,21 +420,42 @@ def measure(
     *,
     blind_rate: float | None = None,
     log: Any = sys.stderr,
+    partial: Callable[[dict[str, Any]], None] = lambda s: None,
 ) -> dict[str, Any]:
+    """The figures of ``zoos``; ``partial`` gets them so far (``"partial": true``) after each
+    fault, so a run stopped early leaves what it measured."""
     results: dict[str, ZooResult] = {}
+    plan: dict[str, tuple[list[Target], list[str]]] = {}
     if "pack" in zoos:
-        results["pack"] = measure_zoo("pack", chosen_faults(full), full, log)
+        plan["pack"] = (chosen_faults(full), [])
     if "blind" in zoos:
         check_blind_frozen()
-        targets, skipped = blind_faults(blind_rate, full=full)
-        results["blind"] = measure_zoo("blind", targets, full, log, skipped)
-    per_zoo = {z: zoo_summary(r, full) for z, r in results.items()}
-    entries = [e for r in results.values() for e in r.entries]
+        plan["blind"] = blind_faults(blind_rate, full=full)
+    planned = sum(len(targets) for targets, _ in plan.values())
+
+    def so_far(r: ZooResult, zoo: str) -> None:
+        summary = combine({**results, zoo: r}, full)
+        partial({**summary, "partial": True, "faults_planned": planned})
+
+    for zoo, (targets, skipped) in plan.items():
+        results[zoo] = measure_zoo(
+            zoo, targets, full, log, skipped, lambda r, zoo=zoo: so_far(r, zoo)
+        )
+    return {**combine(results, full), "partial": False, "faults_planned": planned}
+
+
+def combine(results: dict[str, ZooResult], full: bool) -> dict[str, Any]:
+    return summed({z: zoo_summary(r, full) for z, r in results.items()}, full)
+
+
+def summed(per_zoo: dict[str, dict[str, Any]], full: bool) -> dict[str, Any]:
+    """The figures over the zoos, from each zoo's (:func:`zoo_summary`)."""
+    entries = [e for z in per_zoo.values() for e in z["entries"]]
     by_kind: dict[str, dict[str, int]] = {}
-    for r in results.values():
-        add_kinds(by_kind, r.one_run_by_kind)
+    for z in per_zoo.values():
+        add_kinds(by_kind, z["one_run_per_case_by_kind"])
     return {
-        "zoos_run": list(results),
+        "zoos_run": list(per_zoo),
         "full": full,
         "faults": len(entries),
         **rates(entries),
@@ -438,6 +471,22 @@ def measure(
         "runs_unlimited": sum(e["runs_unlimited"] for e in entries),
         "zoos": per_zoo,
         "entries": entries,
+    }
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``--json`` of runs of different zoos (``--zoo pack``, ``--zoo blind``) as one."""
+    per_zoo: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for zoo, z in part["zoos"].items():
+            if zoo in per_zoo:
+                raise SystemExit(f"--merge: the {zoo} zoo is in more than one of the files")
+            per_zoo[zoo] = z
+    return {
+        **summed(per_zoo, all(p["full"] for p in parts)),
+        "partial": any(p.get("partial") for p in parts),
+        "faults_planned": sum(p.get("faults_planned", p["faults"]) for p in parts),
+        "rejudged": any(p.get("rejudged") for p in parts),
     }
 
 
@@ -562,6 +611,11 @@ def render(s: dict[str, Any]) -> str:
             for k, ok in checks(s).items()
         )
     )
+    if s.get("partial"):
+        lines.append(
+            f"(partial: {s['faults']} of {s.get('faults_planned', '?')} faults measured, the run "
+            "stopped before the rest; the figures are over those measured)"
+        )
     if not s["full"]:
         quick = [f"{z['faults']} {name} faults" for name, z in s.get("zoos", {}).items()] or [
             f"{s['faults']} faults"
@@ -594,6 +648,13 @@ def main(argv: list[str] | None = None) -> int:
         help="every fault of the zoos, not the first of each spec; correct agents at every budget",
     )
     parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: join the --json of runs of different zoos (--zoo pack, --zoo blind) "
+        "into one and print its table",
+    )
+    parser.add_argument(
         "--rejudge",
         metavar="JSON",
         help="run nothing: judge the correct agents' failures of an earlier --json again against "
@@ -607,13 +668,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     zoos = ZOOS if args.zoo == "both" else (args.zoo,)
-    if args.rejudge:
+
+    def write(summary: dict[str, Any]) -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+    if args.merge:
+        summary = merged([json.loads(Path(f).read_text(encoding="utf-8")) for f in args.merge])
+    elif args.rejudge:
         summary = rejudge(json.loads(Path(args.rejudge).read_text(encoding="utf-8")))
     else:
-        summary = measure(args.full, zoos, blind_rate=args.blind_rate)
+        summary = measure(args.full, zoos, blind_rate=args.blind_rate, partial=write)
     print(render(summary))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write(summary)
     # a target that was not measured is not met
     return 0 if all(ok is True for ok in checks(summary).values()) else 1
 

@@ -32,9 +32,11 @@ def test_the_quick_run_takes_one_fault_per_example_and_full_takes_the_zoo(
 ) -> None:
     quick = budget.chosen_faults(False)
     assert sorted(f.spec for f in quick) == sorted(budget.EXAMPLES)
-    assert [(f.spec, f.knob, f.rate) for f in budget.chosen_faults(True)] == [
-        (f.example, f.knob, f.rate) for f in budget.ZOO
-    ]
+    full = [(f.spec, f.knob, f.rate) for f in budget.chosen_faults(True)]
+    assert sorted(full) == sorted((f.example, f.knob, f.rate) for f in budget.ZOO)
+    # the examples in turn: a run stopped early has measured each of them alike
+    assert [spec for spec, _, _ in full[:3]] == list(budget.EXAMPLES)
+    assert full[:3] == [(f.spec, f.knob, f.rate) for f in quick]
 
 
 def test_the_blind_zoo_runs_every_fault_its_manifest_calls_detectable(budget: ModuleType) -> None:
@@ -161,3 +163,33 @@ def test_rejudge_counts_the_failures_again_without_running(budget: ModuleType) -
     assert again["zoos"]["blind"]["clean_failure_inputs"][0]["turns"] == ["hi"]
     assert "re-judged after the run" in budget.render(again)
     assert budget.checks(again)["false alarms 0"] is False
+
+
+def test_merge_joins_the_zoos_of_two_runs_and_says_when_one_was_cut_short(
+    budget: ModuleType,
+) -> None:
+    def zoo(found: bool, partial: bool) -> dict[str, Any]:
+        row = {f"found_at_{k}x": found for k in budget.MULTIPLES} | {
+            "zoo": "z",
+            "spec": "s",
+            "knob": "k",
+            "rate": 1.0,
+            "found_unlimited": True,
+            "found_one_run_per_case": True,
+            "runs_one_run_per_case": 10,
+            "cases_one_run_per_case": 12,
+            "runs_unlimited": 30,
+            "one_run_per_case_by_kind": {},
+        }
+        clean = budget.Outcome(12, 30, set(), [], 0.0)
+        result = budget.ZooResult(entries=[row], cases={"s": 12}, clean={"s": {"unlimited": clean}})
+        result.one_run_by_kind = {"INV": {"cases": 2, "runs_started": 1}}
+        return {**budget.combine({"pack" if found else "blind": result}, True), "partial": partial}
+
+    both = budget.merged([zoo(True, False), zoo(False, True)])
+    assert both["zoos_run"] == ["pack", "blind"] and both["faults"] == 2
+    assert both["found_rate_at_1x"] == 0.5 and both["found_rate_one_run_per_case"] == 1.0
+    assert both["one_run_per_case_by_kind"]["INV"]["runs_started"] == 2
+    assert "(partial: 2 of 2 faults measured" in budget.render(both)
+    with pytest.raises(SystemExit, match="more than one"):
+        budget.merged([zoo(True, False), zoo(True, False)])
