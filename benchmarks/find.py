@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import re
 import subprocess
@@ -84,6 +85,7 @@ from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
+from agentprop._scenario.world import get_path, set_path  # noqa: E402
 from benchmarks._support.adjudicated import (  # noqa: E402
     Adjudications,
     Failure,
@@ -824,11 +826,30 @@ def load_blind() -> BlindZoo:
 def blind_project(
     fault: BlindFault | str, world: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Project:
-    """A fresh project of a blind spec folder, with ``world`` applied over its bindings' world."""
+    """A fresh project of a blind spec folder, with ``world`` applied over its bindings' world.
+
+    A world-bound variable whose branches set a field leaves it unset in the branch that keeps
+    the bindings' value (``approve: {true: {}, false: {set: {limits.per_receipt: 100}}}``):
+    that branch means the bindings' own value. So where ``world`` moves such a field, every
+    branch that left it unset is pinned to the bindings' value first; otherwise ``approve:
+    true`` would run in the over-limit world and expect an approval the spec forbids there."""
     folder = fault if isinstance(fault, str) else fault.example
     project = load_project(BLIND_ZOO / folder)
-    for tool, fields in (world if world is not None else getattr(fault, "world", {})).items():
-        project.bindings.world.setdefault(tool, {}).update(fields)
+    overrides = world if world is not None else getattr(fault, "world", {})
+    base = project.bindings.world
+    for variable in project.bindings.variables.values():
+        bound = variable.world
+        if bound is None or not bound.values or bound.tool not in overrides:
+            continue
+        branches = list(bound.values.values())
+        moved = {key for b in branches for key in b.set} & set(overrides[bound.tool])
+        for key in moved:
+            for branch in branches:
+                if key not in branch.set and branch.failure is None:
+                    branch.set[key] = copy.deepcopy(get_path(base[bound.tool], key))
+    for tool, fields in overrides.items():
+        for key, value in fields.items():
+            set_path(base.setdefault(tool, {}), key, value)
     return project
 
 

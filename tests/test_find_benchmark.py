@@ -130,11 +130,31 @@ def test_the_blind_zoo_loads_from_its_manifest_and_its_freeze_holds(find: Module
         ref = next(f.agent for f in zoo.faults if f.example == folder)
         # every knob exists
         assert set(knobs) <= set(agentprop.load_agent(ref, project.base_dir, knobs).faults)
-    # a fault's world overrides are applied over the bindings' world
-    with_world = next(f for f in zoo.faults if f.world)
-    project = find.blind_project(with_world)
-    for tool, fields in with_world.world.items():
-        assert fields.items() <= project.bindings.world[tool].items()
+    # a fault's world overrides are applied over the bindings' world, a dotted key as a path
+    for with_world in [f for f in zoo.faults if f.world]:
+        project = find.blind_project(with_world)
+        for tool, fields in with_world.world.items():
+            for key, value in fields.items():
+                assert find.get_path(project.bindings.world[tool], key) == value
+                assert key not in project.bindings.world[tool] or "." not in key
+
+
+def test_a_fault_world_keeps_each_world_variable_branch_meaning_what_it_says(
+    find: ModuleType,
+) -> None:
+    """expenseguard's ``approve`` is true with the bindings' limit (150) and false with 100: a
+    fault world of limit 100 must not make ``approve: true`` paths run over the limit. Was: the
+    clean agent failed every approval path in that world (a tester error counted as the base
+    agent's bug)."""
+    folder = "expenseguard"
+    project = find.blind_project(folder, {"get_policy": {"limits.per_receipt": 100.0}})
+    branches = project.bindings.variables["approve"].world.values
+    assert branches[True].set == {"limits.per_receipt": 150.0}  # pinned to the bindings' value
+    assert branches[False].set == {"limits.per_receipt": 100.0}
+    assert find.get_path(project.bindings.world["get_policy"], "limits.per_receipt") == 100.0
+    clean = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
+    approvals = [s for s in project.scenarios() if s.id.startswith("END_APPROVE")]
+    assert approvals and not [s.id for s in approvals if find._fails(project, clean, s)]
 
 
 def test_a_blind_world_field_that_differs_keeps_its_non_trigger_value(find: ModuleType) -> None:
