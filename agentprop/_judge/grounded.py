@@ -115,6 +115,32 @@ def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
 
 @functools.lru_cache(maxsize=16384)
 def _stated_numbers(text: str) -> tuple[tuple[float, int, bool], ...]:
+    return tuple((v, d, p) for v, d, p, _ in _stated_quantities(text))
+
+
+_AMOUNT_BEFORE = re.compile(
+    r"(?:[$€£¥₹₩~≈约]|(?<![A-Za-z])(?:usd|eur|gbp|cny|rmb|jpy|cad|aud|chf|inr|hkd|sgd|about|"
+    r"approximately|approx\.|around|roughly|nearly|almost))\s*$",
+    re.I,
+)
+_AMOUNT_AFTER = re.compile(
+    r"^\s*(?:[$€£¥₹₩元]|左右|(?:usd|eur|gbp|cny|rmb|jpy|cad|aud|chf|inr|hkd|sgd|dollars?|euros?|"
+    r"pounds?|yuan|cents?)(?![A-Za-z]))",
+    re.I,
+)
+
+
+def stated_quantities(text: str) -> list[tuple[float, int, bool, bool]]:
+    """:func:`stated_numbers` with a fourth field, ``amount``: the number reads as a measured or
+    derived amount, so the relative tolerance applies to it. An amount is written with decimals,
+    as a percentage, with ``k``, next to a currency (``$12``, ``12 EUR``, ``120元``) or as an
+    approximation (``about 1,250``, ``~40``). Any other number is an integer written whole (a
+    year, a day or month, a count, a number in an id): it must equal what grounds it."""
+    return list(_stated_quantities(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _stated_quantities(text: str) -> tuple[tuple[float, int, bool, bool], ...]:
     # cached: every judged run reads the same tool outputs, user turns and spec texts again
     out = []
     for m in _NUMBER.finditer(text):
@@ -122,14 +148,18 @@ def _stated_numbers(text: str) -> tuple[tuple[float, int, bool], ...]:
         percent = raw.endswith("%")
         kilo = raw[-1:] in ("k", "K")
         digits = raw.replace(",", "").rstrip("%kK")
-        try:
-            value = float(digits)
-        except ValueError:
-            continue
+        value = float(digits)
         decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
         if kilo:
             value, decimals = round(value * 1000, max(0, decimals - 3)), max(0, decimals - 3)
-        out.append((value, decimals, percent))
+        amount = (
+            percent
+            or kilo
+            or "." in digits
+            or _AMOUNT_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None
+            or _AMOUNT_AFTER.match(text[m.end() : m.end() + 12]) is not None
+        )
+        out.append((value, decimals, percent, amount))
     return tuple(out)
 
 
@@ -333,7 +363,8 @@ def numbers_grounded(
     clause: str | None = None,
 ) -> Verdict:
     """Every number told to the user is traceable to a tool result of the same or an earlier
-    turn (or to the user's own messages), up to rounding to 0–2 decimals and ``rel_tol``.
+    turn (or to the user's own messages), up to rounding to 0–2 decimals and, for an amount
+    (:func:`stated_quantities`), ``rel_tol``.
 
     Counts of returned lists count as grounded ("3 orders" after a 3-row result); the markers
     of a numbered list (``1.``, ``2)`` at the start of a line) are not stated numbers.
@@ -347,8 +378,8 @@ def numbers_grounded(
         if turn is not None and t.index != (turn % len(trace.turns)):
             continue
         response_text = without_list_markers(t.user_visible_text)
-        for x, decimals, percent in stated_numbers(response_text):
-            if not _grounded(x, decimals, percent, sources, rel_tol):
+        for x, decimals, percent, amount in stated_quantities(response_text):
+            if not _grounded(x, decimals, percent, sources, rel_tol if amount else 0.0):
                 return _fail(
                     "numbers_grounded",
                     f"turn {t.index + 1}: the reply states {x:g}, which no tool result supports",
@@ -769,9 +800,14 @@ class _Sources:
             self.derived.append(how)
         return True
 
-    def number(self, x: float, decimals: int, percent: bool, rel_tol: float) -> bool:
+    def number(
+        self, x: float, decimals: int, percent: bool, rel_tol: float, amount: bool = True
+    ) -> bool:
         """``x`` is a grounded number, a part of a grounded string, or one arithmetic step
-        from two grounded numbers (the derivation is recorded in :attr:`derived`)."""
+        from two grounded numbers (the derivation is recorded in :attr:`derived`). Only an
+        ``amount`` (see :func:`stated_quantities`) may be ``rel_tol`` off what grounds it."""
+        if not amount:
+            rel_tol = 0.0
         if _grounded(x, decimals, percent, self.numbers, rel_tol):
             return True
         if decimals == 0 and not percent:
@@ -945,14 +981,18 @@ def _ungrounded_number(
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
+        # a JSON integer is written whole (a count, a year): it is not an amount
+        amount = not isinstance(value, int)
         return (
-            None if sources.number(float(value), _decimals(value), False, rel_tol) else f"{value:g}"
+            None
+            if sources.number(float(value), _decimals(value), False, rel_tol, amount)
+            else f"{value:g}"
         )
     if isinstance(value, str):
         text = without_ids(value, vocabulary) if vocabulary is not None else value
         text = sources.without_derived_dates(text)
-        for x, decimals, percent in stated_numbers(without_list_markers(text)):
-            if not sources.number(x, decimals, percent, rel_tol):
+        for x, decimals, percent, amount in stated_quantities(without_list_markers(text)):
+            if not sources.number(x, decimals, percent, rel_tol, amount):
                 return f"{x:g}"
         return None
     if isinstance(value, dict):
@@ -1392,10 +1432,12 @@ def evidence_grounded(
                 t.index,
                 detail="quoted",
             )
-        stated = stated_numbers(
+        stated = stated_quantities(
             without_list_markers(sources.without_derived_dates(without_ids(rest, vocabulary)))
         )
-        bad_number = next((x for x, d, p in stated if not sources.number(x, d, p, rel_tol)), None)
+        bad_number = next(
+            (x for x, d, p, a in stated if not sources.number(x, d, p, rel_tol, a)), None
+        )
         if bad_number is not None:
             near = ", ".join(sources.nearest("numbers", f"{bad_number:g}"))
             return _fail(

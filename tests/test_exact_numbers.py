@@ -1,0 +1,93 @@
+"""The grounding oracle passes no wrong number by tolerance: an integer written whole (a year, a
+day, a count) must equal what grounds it; only an amount (decimals, a percentage, a currency,
+"about") may be ``rel_tol`` off a source value."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from agentprop import Trace, Verdict
+from agentprop._judge.grounded import evidence_grounded, response_grounded, stated_quantities
+from agentprop._scenario.trace import ToolCall, Turn
+
+
+def _reply(
+    result: Any, text: str, *, user: str = "How did we do?", today: dt.date | None = None
+) -> Verdict:
+    call = ToolCall(name="query", result=result)
+    turn = Turn(index=0, user_message=user, tool_calls=[call], response={"user_message": text})
+    return response_grounded(Trace(turns=[turn]), "user_message", ["numbers"], today=today)
+
+
+@pytest.mark.parametrize(
+    ("result", "user", "text"),
+    [
+        # a tool's year grounds that year only, not one within 0.5% of it
+        ({"year": 2025, "revenue": 100}, "How did we do?", "Revenue in 2024 was 100."),
+        ({"year": 2025, "revenue": 100}, "How did we do?", "Revenue in 2026 was 100."),
+        # "last year" is 2025 on 2026-12-03; 2024 is not it
+        ({"revenue": 100}, "What was revenue last year?", "Revenue in 2024 was 100."),
+        # a count is a count: 401 or 398 orders are not 400
+        ({"orders_shipped": 400}, "How did we do?", "We shipped 401 orders."),
+        ({"orders_shipped": 400}, "How did we do?", "We shipped 398 orders."),
+    ],
+)
+def test_an_integer_written_whole_must_equal_its_source(result: Any, user: str, text: str) -> None:
+    verdict = _reply(result, text, user=user, today=dt.date(2026, 12, 3))
+    assert not verdict.passed, verdict.explanation
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Revenue in 2025 was 1,247.60.",
+        # an amount rounded a little: money, a percentage, an approximation
+        "Revenue in 2025 was $1,250.",
+        "Revenue in 2025 was 1,250 USD.",
+        "Revenue in 2025 was about 1,250.",
+        "Revenue in 2025 was 1.25k.",
+        # an integer rounded to its own precision still is that value
+        "Revenue in 2025 was 1,248.",
+    ],
+)
+def test_an_amount_keeps_the_relative_tolerance(text: str) -> None:
+    verdict = _reply({"year": 2025, "revenue": 1247.6}, text)
+    assert verdict.passed, verdict.explanation
+
+
+def test_a_structured_integer_must_equal_its_source() -> None:
+    call = ToolCall(name="query", result={"year": 2025})
+    turn = Turn(index=0, user_message="which year?", tool_calls=[call], response={"year": 2024})
+    verdict = response_grounded(Trace(turns=[turn]), "year", ["numbers"])
+    assert not verdict.passed, verdict.explanation
+    turn = Turn(index=0, user_message="which year?", tool_calls=[call], response={"year": 2025})
+    assert response_grounded(Trace(turns=[turn]), "year", ["numbers"]).passed
+
+
+def test_evidence_citing_a_neighbouring_year_is_not_grounded() -> None:
+    call = ToolCall(name="query", result={"year": 2025})
+    turn = Turn(
+        index=0,
+        user_message="which year?",
+        tool_calls=[call],
+        response={"evidence": "query returned year 2024"},
+    )
+    assert not evidence_grounded(Trace(turns=[turn])).passed
+
+
+def test_what_reads_as_an_amount() -> None:
+    text = "In 2025: $1,250, 12 EUR, 3.5, 40%, about 900, 2k, 120元 and 7 orders"
+    assert [(v, a) for v, _, _, a in stated_quantities(text)] == [
+        (2025.0, False),
+        (1250.0, True),
+        (12.0, True),
+        (3.5, True),
+        (40.0, True),
+        (900.0, True),
+        (2000.0, True),
+        (120.0, True),
+        (7.0, False),
+    ]
