@@ -91,3 +91,25 @@ def test_what_reads_as_an_amount() -> None:
         (120.0, True),
         (7.0, False),
     ]
+
+
+def test_a_term_the_reply_writes_grounds_the_count_from_it() -> None:
+    """The pharmacy zoo's clean reply: 80% of a 30-day supply is 24 days, 1 day has passed, so
+    23 days remain. The reply writes the term it counts from; 23 is grounded by it, a count
+    the reply does not derive (22) is not, and without the term 23 is not either."""
+    rx = {"rx_number": "RX-48213", "days_supply": 30, "days_since_fill": 1}
+    spec = ("A refill may be submitted once at least 80% of the days supply has elapsed.",)
+    term = "Refills open once 80% of your 30-day supply is used. Please try again in {} days."
+
+    def reply(text: str) -> Verdict:
+        call = ToolCall(name="get_prescription", result=rx)
+        turn = Turn(index=0, user_message="refill RX-48213", tool_calls=[call])
+        turn.response = {"user_message": text}
+        trace = Trace(turns=[turn])
+        return response_grounded(trace, "user_message", ["numbers"], spec_text=spec)
+
+    ok = reply(term.format(23))
+    assert ok.passed, ok.explanation
+    assert "23 = '80% of your 30' - 1 = 24 - 1" in ok.explanation
+    assert not reply(term.format(22)).passed
+    assert not reply("Please try again in 23 days.").passed

@@ -153,6 +153,19 @@ def derive_number(
     return None
 
 
+_PERCENT_OF = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*%\s+of\s+(?:(?:the|your|my|our|its|their|this|that|a|an)\s+)?"
+    r"[$€£]?(\d+(?:\.\d+)?)(?![\d.]*\d)",
+    re.I,
+)
+
+
+def percent_of_terms(text: str) -> list[tuple[float, float, str]]:
+    """The ``P% of N`` terms ``text`` writes with both numbers in digits, as ``(P, N, as
+    written)``: ``80% of your 30-day supply`` -> ``(80.0, 30.0, "80% of your 30")``."""
+    return [(float(m.group(1)), float(m.group(2)), m.group()) for m in _PERCENT_OF.finditer(text)]
+
+
 def digit_parts(texts: Iterable[str]) -> dict[float, str]:
     """Every digit run of ``texts`` (the hour of ``2026-12-10T14:30``, the day of a date), with
     the text it is part of."""

@@ -29,6 +29,7 @@ from agentprop._judge.derive import (
     grounded_dates,
     nearest_numbers,
     own_record,
+    percent_of_terms,
     records,
     relative_periods,
     stated_dates,
@@ -741,6 +742,8 @@ class _Sources:
     """The derivations accepted so far (see :mod:`agentprop._judge.derive`), in order."""
     today: dt.date | None = None
     """The date relative dates are read against (``None``: they ground no date)."""
+    terms: dict[float, str] = field(default_factory=dict)
+    """The values of the ``P% of N`` terms the replies wrote (:meth:`add_written_terms`)."""
     withdrawn: list[tuple[int, str]] = field(default_factory=list)
     """``(turn index, text)``: what a user turn took back in a correction ("HP-483913, no
     wait, that's wrong. It should be: HP-482913"); it grounds nothing."""
@@ -820,6 +823,12 @@ class _Sources:
             if days is not None:
                 return self._accept(days)
         how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol)
+        if how is None and 1.0 in self.numbers and not percent:
+            for term, written in self.terms.items():
+                if x in (term - 1, term + 1):
+                    sign = "-" if x < term else "+"
+                    how = f"{x:g} = {written!r} {sign} 1 = {term:g} {sign} 1"
+                    break
         if how is None:
             return False
         # a number the reply derived grounds the next one (a total of a derived difference and a
@@ -828,6 +837,21 @@ class _Sources:
         self.numbers.add(x)
         self._sorted = None
         return self._accept(how)
+
+    def add_written_terms(self, text: str) -> None:
+        """Ground the value of each ``P% of N`` term ``text`` writes of two grounded numbers
+        ("once 80% of your 30-day supply is used": 24), as a number the reply derived: it
+        grounds the next step ("try again in 23 days" after 1 day), and the verdict names it.
+        Unlike a source number, such a term takes a grounded 1 as the next step's operand: the
+        reply wrote what it counts from."""
+        for pct, base, written in percent_of_terms(text):
+            value = round(pct * base / 100.0, 9)
+            if pct not in self.numbers or base not in self.numbers:
+                continue
+            if value not in self.numbers:
+                self.numbers.add(value)
+                self._sorted = None
+            self.terms[value] = written
 
     def without_derived_dates(self, text: str) -> str:
         """``text`` with each ISO date blanked out that is a grounded date, however the sources
@@ -991,6 +1015,7 @@ def _ungrounded_number(
     if isinstance(value, str):
         text = without_ids(value, vocabulary) if vocabulary is not None else value
         text = sources.without_derived_dates(text)
+        sources.add_written_terms(text)
         for x, decimals, percent, amount in stated_quantities(without_list_markers(text)):
             if not sources.number(x, decimals, percent, rel_tol, amount):
                 return f"{x:g}"
