@@ -93,6 +93,46 @@ def test_what_reads_as_an_amount() -> None:
     ]
 
 
+# ----------------------------------------------------------------------------- one step, exactly
+
+INVOICE = {"amount": 77, "tax_rate_pct": 12, "total": 100, "items": 11}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # 12% of 77 is 9.24: rounded to a whole number it is 9, never 10
+        "The tax is 10.",
+        "The tax is $10.",
+        # an integer written whole is the step's exact result: 100 / 11 is 9.09, not 9
+        "That is 9 per item.",
+        # rounded to the stated digit, not up or down: 9.24 is not 9.3
+        "The tax is 9.3.",
+    ],
+)
+def test_a_derived_number_must_be_the_steps_result_at_its_precision(text: str) -> None:
+    verdict = _reply(INVOICE, text)
+    assert not verdict.passed, verdict.explanation
+
+
+@pytest.mark.parametrize(
+    ("text", "derivation"),
+    [
+        ("The tax is 9.24.", "9.24 = 12% of 77"),
+        ("The tax is $9.", "9 = 12% of 77 = 9.24"),
+        ("The tax is 9.2.", "9.2 = 12% of 77 = 9.24"),
+        ("That is 9.09 per item.", "9.09 = 100 / 11 = 9.09091"),
+        ("That is about 9 per item.", "derived in one step: 9 = "),
+        # an exact whole result stays grounded
+        ("That is 89 in all.", "89 = 12 + 77"),
+    ],
+)
+def test_a_derived_number_at_its_precision_is_grounded(text: str, derivation: str) -> None:
+    verdict = _reply(INVOICE, text)
+    assert verdict.passed, verdict.explanation
+    assert derivation in verdict.explanation
+
+
 def test_a_term_the_reply_writes_grounds_the_count_from_it() -> None:
     """The pharmacy zoo's clean reply: 80% of a 30-day supply is 24 days, 1 day has passed, so
     23 days remain. The reply writes the term it counts from; 23 is grounded by it, a count

@@ -1,6 +1,7 @@
 """Numbers, dates and list items a reply may derive from grounded values in one step.
 
-One arithmetic step from two grounded numbers (operands 0 and 1 excluded), a part of a grounded
+One arithmetic step from two grounded numbers (operands 0 and 1 excluded; its result rounded to
+the digits the reply writes, exactly for an integer written whole), a part of a grounded
 string, a date shifted by a grounded number of days, or a list item joining one tool record's
 values. Never more than one step. Each acceptance returns its derivation as text, so the
 verdict says what it accepted.
@@ -121,13 +122,20 @@ def _candidates(x: float, op: str, a: float) -> list[float]:
 
 
 def derive_number(
-    x: float, decimals: int, percent: bool, sources: Sequence[float], rel_tol: float
+    x: float,
+    decimals: int,
+    percent: bool,
+    sources: Sequence[float],
+    rel_tol: float,
+    exact: bool = False,
 ) -> str | None:
     """How ``x`` (stated with ``decimals`` decimals; ``percent``: stated as ``x%``) follows in one
     arithmetic step from two of ``sources`` (sorted ascending), or ``None``.
 
-    The step's result may be rounded in any direction to the stated digit, or be within
-    ``rel_tol`` of ``x``. A percentage may be the ratio itself (``80%`` for ``24 / 30``)."""
+    The step's result rounded to the stated digit must be ``x`` (9.24 is 9, never 10), or be
+    within ``rel_tol`` of it. With ``exact`` (an integer written whole: a count, a day, a
+    year), the result must be ``x`` itself: 9 is not ``100 / 11``. A percentage may be the
+    ratio itself (``80%`` for ``24 / 30``)."""
     usable = [s for s in sources if s not in (0.0, 1.0, -1.0)]
     if not usable:
         return None
@@ -135,15 +143,19 @@ def derive_number(
     if percent:
         targets.append((x / 100.0, decimals + 2, "%"))
     for value, d, unit in targets:
-        # rounding up or down to the stated digit: strictly less than one unit away
-        tol = max(10.0 ** (-d) * (1 - 1e-9), rel_tol * abs(value))
+        # rounded to the stated digit: at most half a unit away (half-up and half-even alike)
+        tol = (
+            1e-9 * max(1.0, abs(value))
+            if exact
+            else max(0.5 * 10.0 ** (-d) * (1 + 1e-9), rel_tol * abs(value))
+        )
         for a in usable:
             for text, fn in _OPS:
                 for b_guess in _candidates(value, text, a):
                     i = bisect.bisect_left(usable, b_guess)
                     for b in usable[max(0, i - 2) : i + 2]:
                         got = fn(a, b)
-                        if got is not None and abs(got - value) < tol:
+                        if got is not None and abs(got - value) <= tol:
                             how = text.format(a=_fmt(a), b=_fmt(b))
                             return (
                                 f"{_fmt(x)}{'%' if percent else ''} = {how}"

@@ -822,7 +822,7 @@ class _Sources:
             days = derive_day_count(x, self.dates())
             if days is not None:
                 return self._accept(days)
-        how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol)
+        how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol, exact=not amount)
         if how is None and 1.0 in self.numbers and not percent:
             for term, written in self.terms.items():
                 if x in (term - 1, term + 1):
