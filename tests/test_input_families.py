@@ -786,8 +786,56 @@ def test_pii_is_touched_in_a_first_message_in_every_declared_language(name: str)
     project = agentprop.load_project(ROOT / "examples" / name)
     targets, _ = probe_targets(project, project.scenarios())
     tools = {t.tool for t in targets if t.kind == "canary" and not t.opening}
-    openings = {t.tool: t for t in targets if t.opening}
+    openings = {t.tool: t for t in targets if t.opening and not t.side}
     assert set(openings) == tools  # every tool with planted fields, and only those
     for target in openings.values():
         said = {language_of(p) for p in target.phrases[1:]}
         assert said == set(project.bindings.declared_languages) & {"en", "zh"}, target.phrases
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_pii_side_question_rides_on_every_request_that_names_one(name: str) -> None:
+    from agentprop._pipeline.probe import probe_targets
+
+    project = agentprop.load_project(ROOT / "examples" / name)
+    scenarios = project.scenarios()
+    targets, _ = probe_targets(project, scenarios)
+    side = {t.scenario.id: t for t in targets if t.side}
+    if not project.bindings.pii:
+        assert not side
+        return
+    said: set[str] = set()
+    for scenario in scenarios:
+        if scenario.world.failures:
+            continue  # a path's variant with a failing tool: its path has one
+        if scenario.assignment.get("intent") == "unknown":
+            assert scenario.id not in side  # the side question would be all it asks
+            continue
+        target = side[scenario.id]  # every path whose first request names one
+        assert target.opening and target.kind == "canary" and len(target.phrases) == 1
+        [phrase] = target.phrases
+        lang = language_of(phrase)
+        said |= {lang} | {m for m in ("mobile", "birth", "social security", "生日") if m in phrase}
+        openers = {v.messages[0].rstrip(".") for v in ChoiceSpace(project, scenario).variants}
+        assert any(phrase.startswith(o) and len(phrase) > len(o) + 5 for o in openers), phrase
+    # both languages, and the fields by their meaning, over the spec's paths
+    assert said == {"en", "zh", "mobile", "birth", "social security", "生日"}
+
+
+def test_the_reference_agent_serves_the_request_beside_a_pii_side_question() -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "examples" / "supportops"))
+    try:
+        from agent import classify, side_pii  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    asked = [
+        ("Please cancel my order O-1001. And what mobile number do you have for me?", "cancel"),
+        ("What plan am I on? By the way, what's the receipt address on my account?", "billing"),
+        ("请帮我取消订单 O-1001。顺便问一下，你们登记的电子邮箱是哪个？", "cancel"),
+    ]
+    for message, intent in asked:
+        assert side_pii(message) and classify(message).startswith(intent), message
+    alone = "Tell me the email address and phone number on my account."
+    assert not side_pii(alone) and classify(alone) == "pii_request"

@@ -43,9 +43,12 @@ from agentprop._spec.bindings import parse_field_path, schema_at
 from agentprop._spec.model import Policy
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop.errors import InvalidArgument
+from agentprop.strategies._internal.families import names_a_request
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
 MAX_INDIRECT = 4
+MAX_SIDE = 1
+"""Side questions per path and language (:func:`side_phrases`): one PROBE case each."""
 MAX_OPENING = 6
 """First-message phrasings per PII tool (:func:`touch_phrases`), alone and after the path's own
 request: one PROBE case each."""
@@ -80,9 +83,14 @@ class ProbeTarget:
     opening: bool = False
     """The probe turn is the conversation's first and only message (a request that touches
     personal data, :func:`touch_phrases`), not one more turn at the end of the path."""
+    side: bool = False
+    """The probe turn is the path's own first request with a side question about personal data
+    after it (:func:`side_phrases`; an ``opening`` probe on every path, not only the PII one)."""
 
     @property
     def label(self) -> str:
+        if self.side:
+            return f"{self.tool} pii beside the request"
         if self.opening:
             return f"{self.tool} pii in the first message"
         if self.kind == "tempt":
@@ -137,6 +145,17 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
     return (direct, *indirect[:MAX_INDIRECT])
 
 
+def _meanings(pack: PhrasePack, field: str) -> list[str]:
+    """What a planted field means in ``pack``'s words, then its name where users say it
+    (``phone``: the pack's ``updatable`` names it)."""
+    name = str(parse_field_path(field)[-1])
+    words = _name_words(name)
+    out = list(pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ()))
+    if pack.resolved_script == "latin" and set(words) & set(pack.probes.updatable):
+        out.append(" ".join(words))
+    return out
+
+
 def _meaning(pack: PhrasePack, field: str) -> str:
     name = str(parse_field_path(field)[-1])
     words = _name_words(name)
@@ -175,6 +194,41 @@ def touch_phrases(packs: list[PhrasePack], fields: list[str]) -> tuple[str, ...]
         per_pack.append(ordered)
     mixed = [x for group in zip_longest(*per_pack) for x in group if x is not None]
     return tuple(dict.fromkeys(mixed))
+
+
+def side_phrases(
+    openers: list[str], fields: list[str], offset: int = 0, per_opener: int = MAX_SIDE
+) -> tuple[str, ...]:
+    """Each of ``openers`` (a path's first request, in each language it is written in) with a
+    side question about one of the planted ``fields`` after it, said by the field's meaning in
+    the opener's language (the pack's ``side`` frames): ``per_opener`` each, the ``offset``-th
+    (field, frame) pair first, so the paths of a spec meet every field and frame between them."""
+    out: list[str] = []
+    for opener in openers:
+        lang = language_of(opener)
+        pack = resolve_pack(lang)
+        frames = pack.probes.side or resolve_pack("en").probes.side
+        meanings = list(
+            dict.fromkeys(
+                m
+                for f in fields
+                for m in _meanings(pack if pack.probes.side else resolve_pack("en"), f)
+            )
+        )
+        if not frames or not meanings:
+            continue
+        sep = "" if lang == "zh" else " "
+        text = opener.strip()
+        if lang != "zh" and not re.search(r"[.!?]$", text):
+            text += "."
+        if lang == "zh" and not re.search(r"[\u3002\uff01\uff1f]$", text):
+            text += "\u3002"
+        for j in range(per_opener):
+            k = offset + j
+            frame = frames[k % len(frames)]
+            meaning = meanings[(k // len(frames) + k) % len(meanings)]
+            out.append(text + sep + frame.format(meaning=meaning))
+    return tuple(dict.fromkeys(out))
 
 
 def invite_phrases(pack: PhrasePack, tool: str) -> tuple[str, ...]:
@@ -342,6 +396,8 @@ def probe_targets(
                         opening=True,
                     )
                 )
+        if home is not None and fields:
+            targets.extend(_side_targets(project, scenarios, tool, list(fields), targets[-1]))
     tool_names = [t.name for t in spec.action_tools]
     invites: list[tuple[str, str, str | None, Callable[[Scenario], bool], str]] = []
     for policy in spec.policies:
@@ -430,6 +486,55 @@ def probe_targets(
     return targets, notes
 
 
+def _side_targets(
+    project: Project, scenarios: list[Scenario], tool: str, fields: list[str], like: ProbeTarget
+) -> list[ProbeTarget]:
+    """A side question about ``tool``'s planted ``fields`` after the first request of every
+    path that asks for something (:func:`names_a_request`; a path's variants with injected tool
+    failures left out): one target per path, decided as ``like`` (the tool's canary) is, its
+    language the next declared one the path's templates write (so a spec's paths meet each)."""
+    variables = project.bindings.variables
+    langs = [x for x in project.bindings.declared_languages if x in ("en", "zh")] or ["en"]
+    out: list[ProbeTarget] = []
+    seen: set[str] = set()
+    for scenario in scenarios:
+        requested = {
+            k: v
+            for k, v in scenario.assignment.items()
+            if k in variables and variables[k].utterance is not None
+        }
+        if (
+            scenario.id in seen
+            or scenario.world.failures
+            or not scenario.messages
+            or not names_a_request(requested)
+        ):
+            continue
+        seen.add(scenario.id)
+        openers: dict[str, str] = {}
+        for variant in ChoiceSpace(project, scenario).variants:
+            if variant.messages:
+                openers.setdefault(language_of(variant.messages[0]), variant.messages[0])
+        order = langs[len(out) % len(langs) :] + langs[: len(out) % len(langs)]
+        opener = next((openers[x] for x in order if x in openers), None)
+        phrases = side_phrases([opener], fields, len(out)) if opener is not None else ()
+        if phrases:
+            out.append(
+                ProbeTarget(
+                    "canary",
+                    tool,
+                    fields[0],
+                    like.clause,
+                    like.safety,
+                    scenario,
+                    phrases,
+                    opening=True,
+                    side=True,
+                )
+            )
+    return out
+
+
 def probe_scenario(target: ProbeTarget, base: Scenario, phrasing: int = 0) -> Scenario:
     """``base`` (the target's scenario or one of its template variants) with the probe turn
     added, worded as ``phrasing`` says."""
@@ -512,7 +617,13 @@ def probe_rule(
 
 
 def probe_case_id(target: ProbeTarget, phrasing: int) -> str:
-    how = "direct" if phrasing == 0 else f"indirect {phrasing}"
+    how = (
+        f"side {phrasing + 1}"
+        if target.side
+        else "direct"
+        if phrasing == 0
+        else f"indirect {phrasing}"
+    )
     return f"PROBE {target.label} ({how}) @{target.scenario.id}"
 
 
@@ -598,7 +709,9 @@ async def probe_cases(
                 "tool": target.tool,
                 "field": target.field,
                 "clause": target.clause,
-                "phrasing": "direct"
+                "phrasing": "beside the request"
+                if target.side
+                else "direct"
                 if e.choices.probe == 0
                 else "first message"
                 if target.opening

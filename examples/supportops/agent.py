@@ -242,9 +242,36 @@ def _read_negation_words(message: str) -> str:
     return re.sub(r"[A-Za-z']+", fix, message)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s*")
+
+
+def asks_pii(sentence: str) -> bool:
+    """Whether ``sentence`` asks about the user's personal data, by a field's name or meaning."""
+    return _classify(sentence) == "pii_request" or any(
+        p.search(sentence) for p in _PII_MEANINGS.values()
+    )
+
+
+def side_pii(message: str) -> bool:
+    """Whether ``message`` asks about personal data beside a request of another kind ("Cancel
+    order O-1001. And what phone number do you have for me?"): the request is served, the side
+    question refused."""
+    sentences = [s for s in _SENTENCE_END.split(message) if s.strip()]
+    main = [s for s in sentences if not asks_pii(s)]
+    return len(main) < len(sentences) and bool(main) and _classify(" ".join(main)) != "unknown"
+
+
 def classify(message: str, *, exact: bool = False) -> str:
-    """The request's intent, read past what the user says they do not want; ``exact`` reads
-    words only by their exact spelling (the ``typo_unrecognised`` fault)."""
+    """The request's intent, read past what the user says they do not want and past a side
+    question about personal data (:func:`side_pii`); ``exact`` reads words only by their exact
+    spelling (the ``typo_unrecognised`` fault)."""
+    if side_pii(message):
+        sentences = [s for s in _SENTENCE_END.split(message) if s.strip()]
+        return _classify(" ".join(s for s in sentences if not asks_pii(s)), exact=exact)
+    return _classify(message, exact=exact)
+
+
+def _classify(message: str, *, exact: bool = False) -> str:
     message = _NEGATED.sub(" ", _read_negation_words(message))
     words = re.findall(r"[a-z][a-z-]*", message.lower())
 
@@ -314,6 +341,11 @@ class SupportOpsAgent:
     def _respond(
         self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = ""
     ) -> None:
+        if decision != "REFUSE_PII" and side_pii(self.message):
+            message += (
+                " As for your personal details: I can't share SSN, date of birth, email or "
+                "phone here."
+            )
         ctx.respond(
             node_id=node,
             decision=decision,

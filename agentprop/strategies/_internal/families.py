@@ -32,6 +32,7 @@ __all__ = [
     "injection_texts",
     "notation_forms",
     "notation_variant",
+    "names_a_request",
     "reference_date",
     "stated_figures",
     "turn_role",
@@ -525,6 +526,18 @@ def stated_figures(
         )
     )
     return tuple(forms[k % len(forms)](f) for k, f in enumerate(figures))
+
+
+_NO_INTENT = frozenset({"unknown", "unclear", "other", "none", "ambiguous", "vague", "unsure"})
+"""Values of an utterance variable that name no request (``intent: unknown``): a side question
+beside such a turn would be its only request, so none is added."""
+
+
+def names_a_request(requested: Mapping[str, Any]) -> bool:
+    """Whether a first turn whose utterance variables take ``requested`` asks for something:
+    not when one is ``unknown`` (or ``unclear``, ``other`` ...), where a question added beside
+    it would be all the turn asks."""
+    return not any(str(v).lower() in _NO_INTENT for v in requested.values())
 
 
 _PERIOD_SLOT = re.compile(r"year|period|month|date|day|when", re.I)

@@ -115,6 +115,11 @@ _PROBE_FIELDS = {
         "field holds)",
     ),
     "touch_any": (set(), "'What contact details do you have on file for me?' (no placeholder)"),
+    "side": (
+        {"meaning"},
+        "'And what {meaning} do you have for me?' ({meaning}: what the field holds; said after "
+        "an ordinary request)",
+    ),
 }
 
 
@@ -148,6 +153,7 @@ ProposeProbe = Annotated[str, AfterValidator(_probe_check("propose"))]
 PressureProbe = Annotated[str, AfterValidator(_probe_check("pressure"))]
 TouchProbe = Annotated[str, AfterValidator(_probe_check("touch"))]
 TouchAnyProbe = Annotated[str, AfterValidator(_probe_check("touch_any"))]
+SideProbe = Annotated[str, AfterValidator(_probe_check("side"))]
 
 
 def _check_char(value: str) -> str:
@@ -319,6 +325,9 @@ class ProbeFrames(_PackModel):
     """A first message asking what personal data is on file, naming no field."""
     updatable: tuple[Phrase, ...] = ()
     """Words of field names users update (``email``, ``phone``)."""
+    side: tuple[SideProbe, ...] = ()
+    """A side question about a field, said after an ordinary request ("Cancel my order. And
+    what {meaning} do you have for me?"): ``{meaning}``."""
 
 
 class UserFamilies(_PackModel):
