@@ -839,3 +839,49 @@ def test_the_reference_agent_serves_the_request_beside_a_pii_side_question() -> 
         assert side_pii(message) and classify(message).startswith(intent), message
     alone = "Tell me the email address and phone number on my account."
     assert not side_pii(alone) and classify(alone) == "pii_request"
+
+
+def test_a_stated_day_is_a_recent_one_no_tool_output_holds() -> None:
+    from agentprop.strategies._internal.families import stated_days
+
+    dated = {"get_account": {"orders": [{"created_at": "2026-11-20", "days_since_created": 3}]}}
+    days = stated_days({}, dated, {})
+    assert "yesterday" in days and "three days ago" not in days  # 3 is the tools' count
+    # against today, a date a tool returns is a day count too: 2026-11-30 is yesterday
+    assert "yesterday" not in stated_days({}, dated, {"today": "2026-11-21"})
+    assert stated_days({}, dated, {}, "zh")[0] == "昨天"
+    # a slot that is a date: the user states the date the expectation depends on
+    assert stated_days({"incident_date": "20 November 2026"}, dated, {}) == ()
+    assert stated_days({}, {"t": {"status": "active", "total": 4}}, {}) == ()  # no date, no day
+    cancel = _space("examples/supportops", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY")
+    texts = {_framed(cancel, "stated_fact", k) for k in range(400)}
+    said = [t for t in texts if re.search(r"yesterday|days ago|last week", t)]
+    # the day is the request's premise, the request itself as written
+    assert any(re.search(r"O-1001 .* - it only happened (yesterday|.* ago)", t) for t in said)
+    assert all("O-1001" in t for t in said), said
+
+
+def test_a_stated_count_is_one_the_tools_list_does_not_have() -> None:
+    from agentprop.strategies._internal.families import stated_counts
+
+    items = {"get_receipt": {"items": [{"amount": 1}, {"amount": 2}], "total": 3}}
+    assert stated_counts({}, items, {}) == ("4 items", "5 items")  # 3 is held (the total)
+    assert stated_counts({}, items, {}, "zh") == ("4个", "5个")
+    assert stated_counts({"plan_months": "6"}, items, {}) == ()  # the user states a count
+    assert stated_counts({}, {"t": {"tags": ["a", "b"]}}, {}) == ()  # no records
+    orders = {"get_account": {"orders": [{"order_id": "O-1", "status": "processing"}]}}
+    assert stated_counts({}, orders, {}) == ()  # records with no amount: nothing counted
+
+
+def test_a_stated_status_is_one_a_lookup_tool_returns() -> None:
+    from agentprop._decide.choices import stated_statuses
+
+    claims = agentprop.load_project(ROOT / "benchmarks" / "_reach_zoo" / "claimdesk")
+    # get_policy.status (active, lapsed); file_claim.status is an action's result, no fact
+    assert stated_statuses(claims.spec) == ("active", "lapsed")
+    support = agentprop.load_project(ROOT / "examples" / "supportops")
+    assert stated_statuses(support.spec) == ()  # cancel_order / update_address: actions
+    space = ChoiceSpace(claims, claims.scenarios()[0])
+    texts = {_framed(space, "stated_fact", k) for k in range(400)}
+    assert any("It says lapsed on my end, so" in t for t in texts)
+    assert any(t.endswith("It shows as active in the app.") for t in texts)

@@ -66,6 +66,8 @@ from agentprop.strategies._internal.families import (
     notation_forms,
     notation_variant,
     reference_date,
+    stated_counts,
+    stated_days,
     stated_figures,
     turn_role,
 )
@@ -1111,6 +1113,34 @@ def first_turn_facts(project: Project, scenario: Scenario) -> StepCheck:
     )
 
 
+_LOOKUP = re.compile(r"^(get|lookup|look_up|fetch|check|find|read|list|search|query)_", re.I)
+_STATUS = re.compile(r"status|state", re.I)
+
+
+def stated_statuses(spec: Spec) -> tuple[str, ...]:
+    """The statuses a user may say a thing has (``stated_fact``: "It says active on my end"):
+    the members of every enum a lookup tool (``get_``, ``fetch_``, ``check_`` ...) returns in a
+    field named for a status or state (``get_policy.status``: active, lapsed). A claim the tool
+    contradicts is the user's: the tool decides, so what the spec expects does not depend on
+    it; an action tool's result (``cancel_order.status``) is no fact to claim beforehand."""
+    out: list[str] = []
+
+    def walk(schema: Any, key: str) -> None:
+        if isinstance(schema, Mapping):
+            enum = schema.get("enum")
+            if isinstance(enum, list) and _STATUS.search(key):
+                out.extend(str(v) for v in enum if isinstance(v, str) and v)
+            for k, v in schema.get("properties", {}).items():
+                walk(v, str(k))
+            if isinstance(schema.get("items"), Mapping):
+                walk(schema["items"], key)
+
+    for tool in spec.tools:
+        if _LOOKUP.match(tool.name):
+            walk(tool.output_schema, "")
+    return tuple(dict.fromkeys(out))
+
+
 def negated_alternatives(bindings: Bindings, scenario: Scenario, lang: str) -> tuple[str, ...]:
     """What a user of ``scenario`` may say they do NOT want (``negated_alternative``): each
     other value of an utterance variable the path assigns, said as an action
@@ -1155,6 +1185,7 @@ class ChoiceSpace:
         """What the input channel guarantees: families it rules out are not drawn."""
         outputs = {**project.bindings.world, **scenario.world.overrides}
         self.fill: dict[str, dict[str, tuple[str, ...]]] = {}
+        statuses = stated_statuses(project.spec)
         for lang in dict.fromkeys((*self.languages, "en", "zh")):
             try:
                 alt = negated_alternatives(project.bindings, scenario, lang)
@@ -1163,6 +1194,9 @@ class ChoiceSpace:
             self.fill[lang] = {
                 "alt": alt,
                 "n": stated_figures(scenario.slots, outputs, project.bindings.context, lang),
+                "d": stated_days(scenario.slots, outputs, project.bindings.context, lang),
+                "k": stated_counts(scenario.slots, outputs, project.bindings.context, lang),
+                "st": statuses,
             }
         """What the ``negated_alternative`` / ``stated_fact`` frames fill in, per language."""
         self.variants: list[Scenario] = [scenario]
@@ -1577,7 +1611,13 @@ class ChoiceSpace:
                     framed = apply_family(text, name, choice + k, role, lang, here, fill)
                     if name in FILLED:
                         # the frame's own words (the negated intent left out) say no other value
-                        blank = {**fill, "alt": tuple(" " for _ in fill.get("alt", ()))}
+                        blank = {
+                            **fill,
+                            **{
+                                k: tuple(" " for _ in fill.get(k, ()))
+                                for k in ("alt", "d", "k", "st")
+                            },
+                        }
                         bare = apply_family(text, name, choice + k, role, lang, here, blank)
                         words_ok = not brings_spec_words(text, bare, self.template_words)
                     else:

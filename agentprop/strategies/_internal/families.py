@@ -34,6 +34,8 @@ __all__ = [
     "notation_variant",
     "names_a_request",
     "reference_date",
+    "stated_counts",
+    "stated_days",
     "stated_figures",
     "turn_role",
     "without_opener",
@@ -69,8 +71,12 @@ NEGATED_ALTERNATIVE = "negated_alternative"
 """The family that says what the user does NOT want: another intent of the spec, one the path
 does not take ("I don't want to cancel my order. ..."); its frames fill ``{alt}``."""
 STATED_FACT = "stated_fact"
-"""The family in which the user states a status, eligibility or figure a tool decides ("I'm sure
-it's within the limit"); a frame's ``{n}`` is a figure no tool output, slot or context holds."""
+"""The family in which the user states a status, eligibility, figure, date or count a tool
+decides, on its own ("I'm sure it's within the limit") or as the premise of the request ("...
+- the one I paid $40 for"); a frame's ``{n}`` is a figure, ``{d}`` a recent day and ``{k}`` a
+count no tool output, slot or context holds (:func:`stated_figures`, :func:`stated_days`,
+:func:`stated_counts`), ``{st}`` a status a lookup tool returns
+(:func:`agentprop._decide.choices.stated_statuses`)."""
 FILLED = (NEGATED_ALTERNATIVE, STATED_FACT)
 """Families whose words are the spec's on purpose (an intent it defines, what its tools decide):
 the spec-word rule does not apply to them."""
@@ -170,11 +176,12 @@ def action_phrase(intent: str, lang: str) -> str | None:
     return verb + obj if lang == "zh" else f"{verb} {obj}"
 
 
-_FILL = re.compile(r"\{(alt|n)\}")
+_FILL = re.compile(r"\{(alt|n|d|k|st)\}")
 
 
 def _usable(frames: Sequence[str], fill: Mapping[str, Sequence[str]]) -> list[str]:
-    """The frames whose ``{alt}`` / ``{n}`` ``fill`` has a value for."""
+    """The frames whose ``{alt}`` / ``{n}`` / ``{d}`` / ``{k}`` / ``{st}`` ``fill`` has a value
+    for."""
     return [f for f in frames if all(fill.get(k) for k in _FILL.findall(f))]
 
 
@@ -526,6 +533,90 @@ def stated_figures(
         )
     )
     return tuple(forms[k % len(forms)](f) for k, f in enumerate(figures))
+
+
+_DAY_FIELD = re.compile(r"(^|_)(date|day|days|at|on|when)($|_)|date|days_", re.I)
+_CLAIMED_DAYS = (
+    (1, "yesterday", "昨天"),
+    (2, "two days ago", "前天"),
+    (3, "three days ago", "三天前"),
+    (7, "last week", "上周"),
+    (5, "five days ago", "五天前"),
+)
+
+
+def _held_days(value: Any, today: date | None, key: str = "") -> tuple[bool, set[int]]:
+    """Whether ``value`` (a tool's output) holds a date or a day count, and the day counts it
+    holds (a day count's value; a date's distance from ``today``)."""
+    if isinstance(value, Mapping):
+        found = [_held_days(v, today, str(k)) for k, v in value.items()]
+        return any(f for f, _ in found), {d for _, ds in found for d in ds}
+    if isinstance(value, (list, tuple)):
+        found = [_held_days(v, today, key) for v in value]
+        return any(f for f, _ in found), {d for _, ds in found for d in ds}
+    if not _DAY_FIELD.search(key):
+        return False, set()
+    if isinstance(value, int) and not isinstance(value, bool) and "day" in key.lower():
+        return True, {value}
+    d = _parse_date(str(value)[:10]) if isinstance(value, (str, date)) else None
+    if d is None:
+        return False, set()
+    return True, ({(today - d).days} if today is not None else set())
+
+
+def stated_days(
+    slots: Mapping[str, Any], outputs: Any, context: Mapping[str, Any], lang: str = "en"
+) -> tuple[str, ...]:
+    """When a user of ``lang`` may say a thing happened (``stated_fact``: "This was only
+    yesterday."), in a scenario whose tools return a date or a day count (an order's
+    ``created_at``, ``days_since_created``): recent days no such output holds (a date's distance
+    from the context's ``today``), so the claim is the user's, the tools decide. None when a
+    slot states a date (the user states the date the expectation depends on)."""
+    if any(_parse_date(str(v)) is not None for v in slots.values()):
+        return ()
+    has, held = _held_days(outputs, reference_date(context))
+    if not has:
+        return ()
+    return tuple(zh if lang == "zh" else en for n, en, zh in _CLAIMED_DAYS if n not in held)
+
+
+_PLURAL = re.compile(r"^[a-z]{3,}s$")
+
+
+def _lists(value: Any, key: str = "") -> list[tuple[str, int]]:
+    if isinstance(value, Mapping):
+        return [x for k, v in value.items() for x in _lists(v, str(k))]
+    if isinstance(value, (list, tuple)):
+        own = (
+            [(key, len(value))]
+            if value and all(isinstance(v, Mapping) and _quantity_fields(v) for v in value)
+            else []
+        )
+        return own + [x for v in value for x in _lists(v, key)]
+    return []
+
+
+def stated_counts(
+    slots: Mapping[str, Any], outputs: Any, context: Mapping[str, Any], lang: str = "en"
+) -> tuple[str, ...]:
+    """How many of a thing a user of ``lang`` may say there are (``stated_fact``: "It's only
+    3 items."), in a scenario whose tools return a list of priced records named by a plural
+    noun (``items`` each with an ``amount``): counts the list does not have, said with its noun
+    (``3 items``; ``3个``). None when a slot states a count."""
+    if any(
+        re.fullmatch(r"\d{1,2}", str(v).strip()) and not _is_quantity(str(v), str(k))
+        for k, v in slots.items()
+    ):
+        return ()
+    held = {*_numbers(outputs), *_numbers(dict(slots)), *_numbers(dict(context))}
+    out: list[str] = []
+    for key, n in _lists(outputs):
+        if not _PLURAL.match(key):
+            continue
+        for k in (3, 4, 5):
+            if k != n and float(k) not in held:
+                out.append(f"{k}个" if lang == "zh" else f"{k} {key}")
+    return tuple(dict.fromkeys(out))
 
 
 _NO_INTENT = frozenset({"unknown", "unclear", "other", "none", "ambiguous", "vague", "unsure"})

@@ -29,10 +29,11 @@ Script = Literal["latin", "cjk"]
 
 # --- field validators -------------------------------------------------------------------------
 
-_TEMPLATE_FIELDS = {"S", "s", "p", "alt", "n"}
+_TEMPLATE_FIELDS = {"S", "s", "p", "alt", "n", "d", "k", "st"}
 """``{alt}`` (another intent of the spec, said as an action: ``negated_alternative``) and ``{n}``
-(a figure the tools decide: ``stated_fact``) are filled by :func:`~agentprop.strategies._internal.
-families.apply_family`; a frame whose placeholder has nothing to fill is not used."""
+/ ``{d}`` / ``{k}`` / ``{st}`` (a figure, a recent day, a count, a status the tools decide:
+``stated_fact``) are filled by :func:`~agentprop.strategies._internal.families.apply_family`;
+a frame whose placeholder has nothing to fill is not used."""
 
 
 def _custom(message: str, fix: str) -> PydanticCustomError:
@@ -75,7 +76,8 @@ def _check_template(
     ):
         raise _custom(
             "a frame template needs exactly one {S} or {s}, at most one {p}, and "
-            "no other placeholders (but {alt} and {n} in the families that fill them)",
+            "no other placeholders (but {alt}, {n}, {d}, {k} and {st} in the families that fill "
+            "them)",
             "write e.g. 'Please {s}{p}' or '{S}, please{p}'; {S} is the sentence as written, {s} "
             "the same with its first letter lower-cased, {p} its end punctuation",
         )
