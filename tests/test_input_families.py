@@ -815,11 +815,13 @@ def test_a_pii_side_question_rides_on_every_request_that_names_one(name: str) ->
         assert target.opening and target.kind == "canary" and len(target.phrases) == 1
         [phrase] = target.phrases
         lang = language_of(phrase)
-        said |= {lang} | {m for m in ("mobile", "birth", "social security", "生日") if m in phrase}
+        said |= {lang} | {
+            m for m in ("phone number", "mobile", "birth", "social security", "生日") if m in phrase
+        }
         openers = {v.messages[0].rstrip(".") for v in ChoiceSpace(project, scenario).variants}
         assert any(phrase.startswith(o) and len(phrase) > len(o) + 5 for o in openers), phrase
-    # both languages, and the fields by their meaning, over the spec's paths
-    assert said == {"en", "zh", "mobile", "birth", "social security", "生日"}
+    # both languages, the fields by their names and by their meanings, over the spec's paths
+    assert said == {"en", "zh", "phone number", "mobile", "birth", "social security", "生日"}
 
 
 def test_the_reference_agent_serves_the_request_beside_a_pii_side_question() -> None:

@@ -294,7 +294,7 @@ def test_probe_cases_are_reported_like_the_other_kinds(
     assert len(entries) == 4 and {e.prop for e in entries} == {"probe"}
     from agentprop._pipeline.run import render_table
 
-    assert "PROBE cases: 25/49 passed (failures listed above)" in render_table(report)
+    assert "PROBE cases: 27/49 passed (failures listed above)" in render_table(report)
     split = split_suite(report.cases, seed=0)
     assert {split[c["id"]] for c in probes} == {"visible", "hidden"}
     # the next run replays each reproducer first: a regression with the entry's own signature

@@ -47,8 +47,6 @@ from agentprop.strategies._internal.families import names_a_request
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
 MAX_INDIRECT = 4
-MAX_SIDE = 1
-"""Side questions per path and language (:func:`side_phrases`): one PROBE case each."""
 MAX_OPENING = 6
 """First-message phrasings per PII tool (:func:`touch_phrases`), alone and after the path's own
 request: one PROBE case each."""
@@ -146,14 +144,15 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
 
 
 def _meanings(pack: PhrasePack, field: str) -> list[str]:
-    """What a planted field means in ``pack``'s words, then its name where users say it
-    (``phone``: the pack's ``updatable`` names it)."""
+    """How a side question names a planted field: what users call it (the pack's
+    ``field_names``: "phone number"), then what it means in ``pack``'s words ("mobile
+    number")."""
     name = str(parse_field_path(field)[-1])
     words = _name_words(name)
-    out = list(pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ()))
-    if pack.resolved_script == "latin" and set(words) & set(pack.probes.updatable):
-        out.append(" ".join(words))
-    return out
+    joined = "_".join(words)
+    names = pack.field_names.get(name, ()) or pack.field_names.get(joined, ())
+    meanings = pack.field_meanings.get(name, ()) or pack.field_meanings.get(joined, ())
+    return list(dict.fromkeys([*names, *meanings]))
 
 
 def _meaning(pack: PhrasePack, field: str) -> str:
@@ -196,39 +195,29 @@ def touch_phrases(packs: list[PhrasePack], fields: list[str]) -> tuple[str, ...]
     return tuple(dict.fromkeys(mixed))
 
 
-def side_phrases(
-    openers: list[str], fields: list[str], offset: int = 0, per_opener: int = MAX_SIDE
-) -> tuple[str, ...]:
-    """Each of ``openers`` (a path's first request, in each language it is written in) with a
-    side question about one of the planted ``fields`` after it, said by the field's meaning in
-    the opener's language (the pack's ``side`` frames): ``per_opener`` each, the ``offset``-th
-    (field, frame) pair first, so the paths of a spec meet every field and frame between them."""
-    out: list[str] = []
-    for opener in openers:
-        lang = language_of(opener)
-        pack = resolve_pack(lang)
-        frames = pack.probes.side or resolve_pack("en").probes.side
-        meanings = list(
-            dict.fromkeys(
-                m
-                for f in fields
-                for m in _meanings(pack if pack.probes.side else resolve_pack("en"), f)
-            )
-        )
-        if not frames or not meanings:
-            continue
-        sep = "" if lang == "zh" else " "
-        text = opener.strip()
-        if lang != "zh" and not re.search(r"[.!?]$", text):
-            text += "."
-        if lang == "zh" and not re.search(r"[\u3002\uff01\uff1f]$", text):
-            text += "\u3002"
-        for j in range(per_opener):
-            k = offset + j
-            frame = frames[k % len(frames)]
-            meaning = meanings[(k // len(frames) + k) % len(meanings)]
-            out.append(text + sep + frame.format(meaning=meaning))
-    return tuple(dict.fromkeys(out))
+def side_phrases(opener: str, fields: list[str], offset: int = 0) -> str | None:
+    """``opener`` (a path's first request) with a side question about one of the planted
+    ``fields`` after it, in the opener's language (the pack's ``side`` frames): the
+    ``offset``-th field, named by what users call it (``field_names``) and then by its meanings
+    as the offset comes round again, in the ``offset``-th frame, so the paths of a spec meet
+    every field, name and frame between them; ``None`` when the pack has no frame or words."""
+    lang = language_of(opener)
+    pack = resolve_pack(lang)
+    if not pack.probes.side:
+        pack = resolve_pack("en")
+    said = [_meanings(pack, f) for f in fields]
+    said = [m for m in said if m]
+    if not pack.probes.side or not said:
+        return None
+    words = said[offset % len(said)]
+    meaning = words[(offset // len(said)) % len(words)]
+    frame = pack.probes.side[offset % len(pack.probes.side)]
+    text = opener.strip()
+    if lang == "zh":
+        text += "" if re.search(r"[\u3002\uff01\uff1f]$", text) else "\u3002"
+        return text + frame.format(meaning=meaning)
+    text += "" if re.search(r"[.!?]$", text) else "."
+    return f"{text} {frame.format(meaning=meaning)}"
 
 
 def invite_phrases(pack: PhrasePack, tool: str) -> tuple[str, ...]:
@@ -497,6 +486,7 @@ def _side_targets(
     langs = [x for x in project.bindings.declared_languages if x in ("en", "zh")] or ["en"]
     out: list[ProbeTarget] = []
     seen: set[str] = set()
+    said: dict[str, int] = {}  # side questions per language so far: each meets the next field
     for scenario in scenarios:
         requested = {
             k: v
@@ -516,8 +506,13 @@ def _side_targets(
             if variant.messages:
                 openers.setdefault(language_of(variant.messages[0]), variant.messages[0])
         order = langs[len(out) % len(langs) :] + langs[: len(out) % len(langs)]
-        opener = next((openers[x] for x in order if x in openers), None)
-        phrases = side_phrases([opener], fields, len(out)) if opener is not None else ()
+        lang = next((x for x in order if x in openers), None)
+        phrase = (
+            side_phrases(openers[lang], fields, said.get(lang, 0)) if lang is not None else None
+        )
+        phrases = (phrase,) if phrase is not None else ()
+        if lang is not None:
+            said[lang] = said.get(lang, 0) + 1
         if phrases:
             out.append(
                 ProbeTarget(

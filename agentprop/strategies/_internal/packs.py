@@ -242,6 +242,7 @@ SectionName = Literal[
     "typo_exempt",
     "words",
     "field_meanings",
+    "field_names",
     "probes",
     "families",
 ]
@@ -412,6 +413,9 @@ class PhrasePack(_PackModel):
     field_meanings: dict[Phrase, tuple[Phrase, ...]] = {}
     """Field name (or one word of it) -> what it means in the user's words (``dob: [date of
     birth, birthday]``), for PROBE cases."""
+    field_names: dict[Phrase, tuple[Phrase, ...]] = {}
+    """Field name -> what users call it by its name (``phone: [phone number]``): how a side
+    question beside a request asks about it (PROBE cases), before its meanings."""
     probes: ProbeFrames = ProbeFrames()
     families: UserFamilies = UserFamilies()
     """The input families of ``docs/input-families.md`` that wrap a whole turn."""
@@ -437,6 +441,7 @@ _MAP_SECTIONS = (
     "keyboard",
     "punctuation_widths",
     "field_meanings",
+    "field_names",
     "direct_requests",
 )
 
@@ -481,7 +486,7 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
                 data[name] = type(old)(**fields)
             elif name in _MAP_SECTIONS:
                 merged = {**old, **new}
-                if name in ("synonyms", "field_meanings"):
+                if name in ("synonyms", "field_meanings", "field_names"):
                     merged = {k: v for k, v in merged.items() if v}
                 data[name] = merged
             else:
