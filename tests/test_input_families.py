@@ -887,3 +887,14 @@ def test_a_stated_status_is_one_a_lookup_tool_returns() -> None:
     texts = {_framed(space, "stated_fact", k) for k in range(400)}
     assert any("It says lapsed on my end, so" in t for t in texts)
     assert any(t.endswith("It shows as active in the app.") for t in texts)
+
+
+def test_a_frame_going_on_after_a_value_that_ends_in_a_dot_keeps_the_dot() -> None:
+    # "country: U.S." ends the turn: the dot is the value's too ("... U.S - it only happened
+    # yesterday." reads as another country)
+    text, fill = "Please process my expense report, country: U.S.", {"d": ("yesterday",)}
+    outs = {
+        apply_family(text, "stated_fact", k, "request", "en", ["U.S."], fill) for k in range(40)
+    }
+    assert any(o.endswith("country: U.S. - it only happened yesterday.") for o in outs), outs
+    assert all("U.S." in o and "U.S.." not in o for o in outs), outs

@@ -257,7 +257,14 @@ def without_opener(text: str, role: str, lang: str) -> str:
     return core[m.end() :] if m is not None and m.end() < len(core) else text
 
 
-def _frame(text: str, frame: str, lang: str, keep_first: bool, rest: str | None = None) -> str:
+def _frame(
+    text: str,
+    frame: str,
+    lang: str,
+    keep_first: bool,
+    rest: str | None = None,
+    keep_end: bool = False,
+) -> str:
     core = text.strip()
     m = _END.search(core)
     end = m.group() if m else ""
@@ -276,6 +283,11 @@ def _frame(text: str, frame: str, lang: str, keep_first: bool, rest: str | None 
             .replace("{r}", _lowered(tail, lang, False))
             .replace("{p}", mark)
         )
+    if keep_end and end == "." and body:
+        # the turn ends on a value whose own dot is the end mark ("country: U.S."): the dot
+        # stays with the value wherever the frame goes on after the turn
+        frame = frame.replace("{S}{p}", "{S}").replace("{s}{p}", "{s}")
+        body += end
     return (
         frame.replace("{S}", body)
         .replace("{s}", _lowered(body, lang, keep_first))
@@ -348,7 +360,8 @@ def apply_family(
         wrong = text.replace(value, _mistaken(value, choice // max(1, len(frames))))
         sep = "" if lang == "zh" else " "
         return _frame(wrong, frame, lang, keep_first) + sep + text.strip()
-    return _frame(text, frame, lang, keep_first)
+    keep_end = any(v.endswith(".") and text.strip().endswith(v) for v in values)
+    return _frame(text, frame, lang, keep_first, keep_end=keep_end)
 
 
 # ----------------------------------------------------------------------------- notations
