@@ -661,6 +661,7 @@ def test_run_and_tdad_announce_their_plan_before_they_start(
 
     from agentprop._agents.project import load_project
     from agentprop._cli.common import announce_plan
+    from agentprop._scenario.piecemeal import piecemeal_scenarios
 
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("run", str(SUPPORTOPS), *CASE, "--corpus", "none")
@@ -685,8 +686,10 @@ def test_run_and_tdad_announce_their_plan_before_they_start(
         repeats="then 7 mutation intents rerun",
     )
     text = buf.getvalue()
+    # explored: every path, and each stop continued past its question
+    explored = len(scenarios) + len(piecemeal_scenarios(project.bindings, scenarios))
     assert text.startswith(
-        f"plan: {len(scenarios)} MFT case(s), up to {4 * len(scenarios)} EXPLORE case(s), the INV "
+        f"plan: {len(scenarios)} MFT case(s), up to {4 * explored} EXPLORE case(s), the INV "
         "cases (counted once built)"
     )
     assert "then 7 mutation intents rerun; this can take minutes" in text

@@ -891,13 +891,16 @@ def test_under_a_budget_judge_cases_get_one_judged_run_in_the_first_pass_and_the
     from agentprop._agents.project import load_project
     from agentprop._decide.memo import TrialMemo
     from agentprop._pipeline.run import RunSettings, arun_cases
+    from agentprop._scenario.piecemeal import piecemeal_scenarios
 
     monkeypatch.chdir(tmp_path)
     with MessagesServer(handler=says_cancelled) as server:
         project = load_project(_supportops_with_rubric(tmp_path, server.base_url))
         agent = load_agent(project.bindings.agent or "", project.base_dir)
         paths = len(project.scenarios())
-        budget = Budget(max_runs=2 * paths)
+        # and the paths exploration continues past a question (an EXPLORE input each)
+        answered = len(piecemeal_scenarios(project.bindings, project.scenarios()))
+        budget = Budget(max_runs=2 * paths + answered)
         settings = RunSettings(kinds=("mft", "explore"), explore=1)
         report = asyncio.run(
             arun_cases(
@@ -909,8 +912,8 @@ def test_under_a_budget_judge_cases_get_one_judged_run_in_the_first_pass_and_the
         kind: sorted(c.runs for c in report.cases if c.kind == kind)
         for kind in ("MFT", "EXPLORE", "JUDGE")
     }
-    assert [len(r) for r in runs.values()] == [paths] * 3
+    assert [len(r) for r in runs.values()] == [paths, paths + answered, paths]
     assert min(runs["EXPLORE"]) == 1 and min(runs["JUDGE"]) >= 1, runs
-    assert budget.snapshot().runs == 2 * paths
+    assert budget.snapshot().runs == 2 * paths + answered
     # the judge's calls are model calls of the run's budget (a dollar or token limit counts them)
     assert judged_calls > 0 and budget.snapshot().calls >= judged_calls

@@ -27,6 +27,7 @@ from agentprop._pipeline.probe import (
 )
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures
 from agentprop._pipeline.tdad import split_suite
+from agentprop._scenario.piecemeal import ANSWERED
 from agentprop.agents import make_factory
 from agentprop.oracle import TrialMemo
 from agentprop.strategies._internal.packs import PhrasePack, ProbeFrames, resolve_pack
@@ -332,7 +333,9 @@ def test_explored_inputs_of_safety_paths_are_decided_by_the_safety_rule() -> Non
     explored = {c.details["base"]: c for c in report.cases if c.kind == "EXPLORE"}
     mft = {c.id: c for c in report.cases if c.kind == "MFT"}
     for base, case in explored.items():
-        assert (case.rule, case.runs) == (mft[base].rule, mft[base].runs), base
+        # a path continued past its question is held to its complete path's rule
+        own = mft[base.split(ANSWERED)[0]]
+        assert (case.rule, case.runs) == (own.rule, own.runs), base
     assert (
         explored["END_REJECT<-N4A_REJECT_DISALLOWED"].rule
         == "zero-failure, 59 clean runs (safety: capabilities.safety boundaries)"

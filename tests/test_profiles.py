@@ -20,6 +20,7 @@ from agentprop._decide.profiles import get_profile
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.report.model import RunReport
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._scenario.piecemeal import piecemeal_scenarios
 from agentprop._scenario.trace import Trace, Turn
 from agentprop._stats import SPRT, Decision, Screen, ZeroFailureCertification
 from agentprop.errors import InputError
@@ -34,6 +35,13 @@ from agent import SupportOpsAgent  # noqa: E402
 def paths(supportops_project: agentprop.Project) -> int:
     """How many paths (scenarios) the SupportOps example has."""
     return len(supportops_project.scenarios())
+
+
+@pytest.fixture(scope="module")
+def answered(supportops_project: agentprop.Project) -> int:
+    """How many of its stops exploration also continues past the question (piecemeal)."""
+    scenarios = supportops_project.scenarios()
+    return len(piecemeal_scenarios(supportops_project.bindings, scenarios))
 
 
 """SupportOps' MFT cases (one per path of its tree, loops and retries included)."""
@@ -132,12 +140,12 @@ def run_supportops(
 
 
 def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_suite(
-    paths: int,
+    paths: int, answered: int
 ) -> None:
     report = run_supportops(kinds=("mft", "explore"), explore=2)
     m = report.metrics
-    # MFT and 2 EXPLORE inputs a path
-    assert report.profile == "ci" and m.passed == m.cases == 3 * paths
+    # MFT and 2 EXPLORE inputs a path, and 2 of each path continued past a question
+    assert report.profile == "ci" and m.passed == m.cases == 3 * paths + 2 * answered
     assert m.runs_started is not None and m.runs_started / m.cases <= 3
     assert all(c.runs >= 2 and c.decided_by == "screen" for c in report.cases)
     claims = {c.policy: c for c in report.claims}
@@ -173,11 +181,13 @@ def test_an_unknown_profile_names_the_ones_there_are() -> None:
         get_profile("deep")
 
 
-def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second(paths: int) -> None:
-    # the MFT and 2 EXPLORE cases of every path, as many runs allowed: depth first, the first
-    # cases took 2 runs each (the profile's screen) and the last ones none; breadth first, every
-    # case has its run
-    cases = 3 * paths
+def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second(
+    paths: int, answered: int
+) -> None:
+    # the MFT and 2 EXPLORE cases of every path (and 2 of each continued past a question), as
+    # many runs allowed: depth first, the first cases took 2 runs each (the profile's screen)
+    # and the last ones none; breadth first, every case has its run
+    cases = 3 * paths + 2 * answered
     budget = Budget(max_runs=cases)
     report = run_supportops(kinds=("mft", "explore"), explore=2, budget=budget)
     assert report.metrics.cases == cases
@@ -222,11 +232,13 @@ def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() 
     assert m.runs_refused == 0
 
 
-def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran(paths: int) -> None:
+def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran(
+    paths: int, answered: int
+) -> None:
     # exploration weights its second round by what the first found: a second run of a
     # first-round input (a 1-run pass, then the profile's 2) used to change the weights, so the
     # last pass drew new inputs no run had reached and left them INCONCLUSIVE with 0 runs
-    cases = 5 * paths  # the MFT and 4 EXPLORE inputs of every path
+    cases = 5 * paths + 4 * answered  # the MFT and 4 EXPLORE inputs of every path
     budget = Budget(max_runs=cases * 3 // 2)
     report = run_supportops(
         kinds=("mft", "explore"), explore=4, faults={"skip_auth_impatient": 0.5}, budget=budget
@@ -236,7 +248,7 @@ def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran(pa
 
 
 def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_deepened(
-    paths: int,
+    paths: int, answered: int
 ) -> None:
     # half the impatient requests skip authentication: the failures the first look confirms are
     # shrunk (within the budget) before any passing case gets its second run, so the shrink
@@ -246,7 +258,7 @@ def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_d
 
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    budget, memo = Budget(max_runs=3 * paths + 60), TrialMemo()
+    budget, memo = Budget(max_runs=3 * paths + 2 * answered + 60), TrialMemo()
     settings = RunSettings(kinds=("mft", "explore"), explore=2, shrink_budget=20)
     import io
 

@@ -572,6 +572,7 @@ def announce_plan(
     names what multiplies the suite (tdad's mutants): such a command, or one calling a model,
     is announced as taking minutes."""
     from agentprop._decide.check import scenario_settings
+    from agentprop._scenario.piecemeal import piecemeal_scenarios
 
     explicit = {name: getattr(args, name, None) for name in ("mode", "tau", "runs")}
     if explicit["runs"] is not None and explicit["mode"] is None:
@@ -584,10 +585,18 @@ def announce_plan(
         per_case.append(settings.make_test().max_runs or settings.runs)
     mft = len(scenarios) if "mft" in kinds else 0
     per_path = getattr(args, "explore", 0) if "explore" in kinds else 0
-    bound = (sum(per_case) if mft else 0) + per_path * sum(per_case)
+    # exploration also continues the paths that ask for a detail past the question
+    answered = piecemeal_scenarios(project.bindings, scenarios) if per_path else []
+    for s in answered:
+        settings = scenario_settings(
+            project, s, max_runs=getattr(args, "max_runs_per_case", None), explicit=explicit
+        ).settings
+        per_case.append(settings.make_test().max_runs or settings.runs)
+    own = sum(per_case[: len(scenarios)])
+    bound = (own if mft else 0) + per_path * sum(per_case)
     parts = [f"{mft} MFT case(s)"] if mft else []
     if per_path:
-        parts.append(f"up to {per_path * len(scenarios)} EXPLORE case(s)")
+        parts.append(f"up to {per_path * (len(scenarios) + len(answered))} EXPLORE case(s)")
     others = [k.upper() for k in kinds if k not in ("mft", "explore")]
     if others:
         parts.append(f"the {'/'.join(others)} cases (counted once built)")

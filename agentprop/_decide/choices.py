@@ -40,6 +40,7 @@ from agentprop._scenario.build import (
     optional_segments,
     render_marked,
 )
+from agentprop._scenario.piecemeal import continue_stop, is_piecemeal, piecemeal_pairs
 from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
@@ -1242,6 +1243,13 @@ class ChoiceSpace:
                 seen.add(tuple(built.messages))
                 self.variants.append(built)
                 self.sources.append(sources)
+        if is_piecemeal(scenario):
+            # a stop continued past its question: the stop's and the complete path's own
+            # template variants, continued alike (the Chinese request, then a Chinese answer)
+            self.variants, self.sources = [scenario], [none]
+            for variant in _piecemeal_variants(project, scenario):
+                self.variants.append(variant)
+                self.sources.append([None] * len(variant.turns))
         self.turn_spaces = [
             [self._turn_space(v, i, src) for i, src in enumerate(srcs)]
             for v, srcs in zip(self.variants, self.sources)
@@ -2033,6 +2041,37 @@ def _switch_phrases(lang: str) -> tuple[str, ...]:
         return resolve_pack(lang).code_switch
     except InvalidArgument:
         return ()
+
+
+def _piecemeal_variants(project: Project, scenario: Scenario) -> list[Scenario]:
+    """The template variants of a piecemeal scenario: its stop's and its complete path's
+    variants (:class:`ChoiceSpace`) continued alike, each the same case (expectations, world)."""
+    for stop, complete, built in piecemeal_pairs(project.bindings, project.scenarios()):
+        if built.id != scenario.id:
+            continue
+        stops = ChoiceSpace(project, stop).variants
+        completes = ChoiceSpace(project, complete).variants
+        alike: list[Scenario] = []
+        for a, b in zip(stops[1:], completes[1:]):
+            if language_of(a.messages[0]) == language_of(b.messages[0]):
+                variant = continue_stop(a, b)
+                if variant is not None:
+                    alike.append(variant.model_copy(update={"id": scenario.id}))
+        # and the answer in the other language than the request ("请帮我取消订单", "O-1001"...)
+        mixed = [
+            v.model_copy(update={"turns": [v.turns[0], w.turns[1], *v.turns[2:]]})
+            for v in alike
+            for w in (scenario, *alike)
+            if language_of(v.messages[0]) != language_of(w.messages[1])
+        ][:2]
+        out: list[Scenario] = []
+        seen = {tuple(scenario.messages)}
+        for variant in (*alike, *mixed):
+            if tuple(variant.messages) not in seen and _same_case(scenario, variant):
+                seen.add(tuple(variant.messages))
+                out.append(variant)
+        return out
+    return []
 
 
 def _path_of(project: Project, scenario: Scenario) -> TreePath | None:

@@ -33,6 +33,7 @@ from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-expo
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import Scenario
+from agentprop._scenario.piecemeal import piecemeal_scenarios
 from agentprop._scenario.world import stable_seed
 from agentprop._spec.bindings import ChannelBinding
 from agentprop.strategies._internal.families import channel_not_tried
@@ -267,10 +268,14 @@ async def explore_cases(
     first pass keeps the weights it learned there, later passes draw with them, so they decide the
     very inputs the first one ran (a second run of a first-round input must not change which inputs
     the second round draws). ``writer``: turns may also be written by a model (an input model, a
-    simulated user)."""
+    simulated user). A scenario that stops to ask for a detail the user left out is also
+    continued past the question (:func:`piecemeal_scenarios`: the user answers it, then the
+    complete path's expectations hold), explored as a path of its own."""
     if per_path <= 0 or not scenarios:
         return [], []
     check_languages(project.bindings)
+    # and where a path asks for a detail the user left out, the user answering it
+    scenarios = [*scenarios, *piecemeal_scenarios(project.bindings, scenarios)]
     sem = asyncio.Semaphore(max(1, concurrency))
     drawn = seed if input_seed is None else input_seed
     rngs = {s.id: random.Random(stable_seed("explore", drawn, s.id)) for s in scenarios}

@@ -210,6 +210,28 @@ def parse_request(message: str) -> dict[str, str]:
     return out
 
 
+_BARE_COUNTRY = re.compile(
+    r"(?<![A-Za-z.])("
+    + "|".join(sorted((re.escape(k) for k in _COUNTRY_NAMES), key=len, reverse=True))
+    + r")(?![A-Za-z])",
+    re.I,
+)
+"""A country alone, as an answer to "your country?" gives it ("US", "u.s.", "Germany")."""
+_BARE_ROLE = re.compile(r"\b(" + "|".join(sorted(_KNOWN_ROLES)) + r")\b", re.I)
+
+
+def _answered(message: str, asked: list[str]) -> dict[str, str]:
+    """What an answer to the agent's request for ``asked`` fields gives when written bare, with
+    no lead word ("RCP-123, US", "engineer"): a country by its code (in capitals) or name, a
+    known role."""
+    out: dict[str, str] = {}
+    if "country" in asked and (m := _BARE_COUNTRY.search(message)):
+        out["country"] = _COUNTRY_NAMES[m.group(1).lower()]
+    if "role" in asked and (m := _BARE_ROLE.search(message)):
+        out["role"] = m.group(1).lower()
+    return out
+
+
 def _words(text: str) -> str:
     """Lower-case words with a plural ``s`` dropped: ``"Gift Cards"`` -> ``"gift card"``."""
     return " ".join(
@@ -258,6 +280,8 @@ class ExpenseGuardAgent:
             raise ValueError(f"unknown fault knob(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
         self.faults = dict(faults or {})
         self.fields: dict[str, str] = {}
+        self.asked: list[str] = []
+        """The required fields the last turn asked for (read bare in the answer)."""
         self.message = ""
         """The message of the turn being handled."""
 
@@ -368,8 +392,9 @@ class ExpenseGuardAgent:
             and self._fault("unknown_role", ctx)
         ):
             del given["role"]
-        self.fields.update(given)
+        self.fields.update({**_answered(message, self.asked), **given})
         missing = [f for f in REQUIRED_FIELDS if f not in self.fields]
+        self.asked = list(missing)
         if not missing and _HEDGE.search(message) and self._fault("hedge_asks_again", ctx):
             missing = list(REQUIRED_FIELDS)
         if "receipt_id" in missing and self._fault("submit_no_receipt", ctx):

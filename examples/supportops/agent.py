@@ -311,7 +311,9 @@ class SupportOpsAgent:
         if unknown:
             raise ValueError(f"unknown fault knob(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
         self.faults = dict(faults or {})
-        self.pending: str | None = None  # "confirm_cancel", "clarify" or "auth"
+        self.pending: str | None = None
+        """What the agent asked for: "confirm_cancel", "clarify", "auth", "order_id" or
+        "new_address" (a detail the request left out)."""
         self.slots: dict[str, str] = {}
         self.intent: str | None = None
         self.message = ""
@@ -391,6 +393,15 @@ class SupportOpsAgent:
                 self.slots["zip"] = zip_code.group(1)
         if m := (_ADDRESS_VALUE.search(message) or _ADDRESS_VALUE_ZH.search(message)):
             self.slots["new_address"] = m.group(1).strip()
+        if self.pending == "auth":
+            # the answer to "the last 4 digits of your card and your ZIP code", bare: "94107, 4242"
+            for digits in re.findall(r"(?<!\d)(\d{4}|\d{5})(?!\d)", message):
+                self.slots.setdefault("last4" if len(digits) == 4 else "zip", digits)
+        elif self.pending == "new_address" and "new_address" not in self.slots:
+            # the answer to "tell me the new address", bare: "12 Oak St, Springfield, 62704, US"
+            answer = re.sub(r"^\s*(?:to|it's|it is)\s+", "", message.strip(), flags=re.I)
+            if re.match(r"\d+\s+\S", answer) and "," in answer:
+                self.slots["new_address"] = answer.rstrip(" .")
 
     # -------------------------------------------------------------- the turn
 
@@ -429,7 +440,8 @@ class SupportOpsAgent:
                     f"User request unclear after one clarification: {message[:80]}",
                 )
                 return
-        elif self.pending == "auth" and self.intent is not None:
+        elif self.pending in ("auth", "order_id", "new_address") and self.intent is not None:
+            # the answer to what the agent asked for: the request it completes goes on
             intent = self.intent
             self.pending = None
         else:
@@ -591,6 +603,7 @@ class SupportOpsAgent:
     ) -> None:
         order_id = self.slots.get("order_id")
         if not order_id:
+            self.pending = "order_id"
             self._respond(
                 ctx,
                 "N5_CANCEL_ELIGIBILITY",
@@ -719,6 +732,7 @@ class SupportOpsAgent:
             )
             return
         if "new_address" not in self.slots:
+            self.pending = "new_address"
             self._respond(
                 ctx,
                 "N8_ADDRESS_ELIGIBILITY",
