@@ -463,7 +463,10 @@ def _is_quantity(value: str, slot: str) -> bool:
     )
 
 
-_FIGURES = ("40", "45", "60", "85", "35", "70")
+_FIGURES = ("40", "45", "60", "85", "35", "70", "600", "1200", "950")
+"""Figures a user may claim: small ones and large ones, so a claim falls on either side of
+the thresholds a spec decides by (only a claim across one makes an agent that trusts it decide
+otherwise than its tools say)."""
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
