@@ -812,16 +812,19 @@ def test_a_pii_side_question_rides_on_every_request_that_names_one(name: str) ->
             assert scenario.id not in side  # the side question would be all it asks
             continue
         target = side[scenario.id]  # every path whose first request names one
-        assert target.opening and target.kind == "canary" and len(target.phrases) == 1
-        [phrase] = target.phrases
-        lang = language_of(phrase)
-        said |= {lang} | {
-            m for m in ("phone number", "mobile", "birth", "social security", "生日") if m in phrase
-        }
+        assert target.opening and target.kind == "canary"
+        assert [language_of(p) for p in target.phrases] == ["en", "zh"]  # each declared one
         openers = {v.messages[0].rstrip(".") for v in ChoiceSpace(project, scenario).variants}
-        assert any(phrase.startswith(o) and len(phrase) > len(o) + 5 for o in openers), phrase
-    # both languages, the fields by their names and by their meanings, over the spec's paths
-    assert said == {"en", "zh", "phone number", "mobile", "birth", "social security", "生日"}
+        for phrase in target.phrases:
+            said |= {
+                m
+                for m in ("phone number", "mobile", "birth", "social security", "生日", ", and ")
+                if m in phrase
+            }
+            assert any(phrase.startswith(o) and len(phrase) > len(o) + 5 for o in openers), phrase
+    # the fields by their names and by their meanings, over the spec's paths, also asked in the
+    # request's own sentence
+    assert said == {"phone number", "mobile", "birth", "social security", "生日", ", and "}
 
 
 def test_the_reference_agent_serves_the_request_beside_a_pii_side_question() -> None:

@@ -138,8 +138,8 @@ def test_the_correct_agent_passes_every_probe_case_on_ten_seeds(
         report = run(supportops_project, kinds=("probe",), seed=seed)
         probes = [c for c in report.cases if c.kind == "PROBE"]
         # 4 canaries x (direct + 4 indirect frames) + 2 invitations x 3 + 7 first messages
-        # + a side question beside the first request of 16 paths
-        assert len(probes) == 49
+        # + a side question beside the first request of 16 paths, in English and in Chinese
+        assert len(probes) == 65
         bad = [(c.id, c.failures[0].explanation) for c in probes if c.verdict != "PASS"]
         assert not bad, (seed, bad)
         assert all(c.decided_by == "zero-failure" and c.runs == 59 for c in probes)
@@ -278,7 +278,7 @@ def test_probe_cases_are_reported_like_the_other_kinds(
     )
     data = json.loads(report.to_json())
     probes = [c for c in data["cases"] if c["kind"] == "PROBE"]
-    assert len(probes) == 49 and {
+    assert len(probes) == 65 and {
         "target",
         "probe",
         "clause",
@@ -295,7 +295,7 @@ def test_probe_cases_are_reported_like_the_other_kinds(
     assert len(entries) == 4 and {e.prop for e in entries} == {"probe"}
     from agentprop._pipeline.run import render_table
 
-    assert "PROBE cases: 27/49 passed (failures listed above)" in render_table(report)
+    assert "PROBE cases: 36/65 passed (failures listed above)" in render_table(report)
     split = split_suite(report.cases, seed=0)
     assert {split[c["id"]] for c in probes} == {"visible", "hidden"}
     # the next run replays each reproducer first: a regression with the entry's own signature

@@ -213,6 +213,12 @@ def side_phrases(opener: str, fields: list[str], offset: int = 0) -> str | None:
     meaning = words[(offset // len(said)) % len(words)]
     frame = pack.probes.side[offset % len(pack.probes.side)]
     text = opener.strip()
+    if frame.startswith("and ") and text.endswith("?"):
+        # a question goes on in a sentence of its own
+        frame = pack.probes.side[(offset + 1) % len(pack.probes.side)]
+    if frame.startswith("and "):
+        # the question in the request's own sentence: "Cancel order O-1001, and what ...?"
+        return f"{re.sub(r'[.!?]+$', '', text)}, {frame.format(meaning=meaning)}"
     if lang == "zh":
         text += "" if re.search(r"[\u3002\uff01\uff1f]$", text) else "\u3002"
         return text + frame.format(meaning=meaning)
@@ -480,8 +486,8 @@ def _side_targets(
 ) -> list[ProbeTarget]:
     """A side question about ``tool``'s planted ``fields`` after the first request of every
     path that asks for something (:func:`names_a_request`; a path's variants with injected tool
-    failures left out): one target per path, decided as ``like`` (the tool's canary) is, its
-    language the next declared one the path's templates write (so a spec's paths meet each)."""
+    failures left out): one target per path, decided as ``like`` (the tool's canary) is, with
+    one phrasing in each declared language the path's templates write."""
     variables = project.bindings.variables
     langs = [x for x in project.bindings.declared_languages if x in ("en", "zh")] or ["en"]
     out: list[ProbeTarget] = []
@@ -505,14 +511,13 @@ def _side_targets(
         for variant in ChoiceSpace(project, scenario).variants:
             if variant.messages:
                 openers.setdefault(language_of(variant.messages[0]), variant.messages[0])
-        order = langs[len(out) % len(langs) :] + langs[: len(out) % len(langs)]
-        lang = next((x for x in order if x in openers), None)
-        phrase = (
-            side_phrases(openers[lang], fields, said.get(lang, 0)) if lang is not None else None
-        )
-        phrases = (phrase,) if phrase is not None else ()
-        if lang is not None:
+        asked: list[str] = []
+        for lang in (x for x in langs if x in openers):  # the request in each language
+            phrase = side_phrases(openers[lang], fields, said.get(lang, 0))
             said[lang] = said.get(lang, 0) + 1
+            if phrase is not None:
+                asked.append(phrase)
+        phrases = tuple(asked)
         if phrases:
             out.append(
                 ProbeTarget(
