@@ -29,6 +29,7 @@ from agentprop._decide.choices import (
 )
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._scenario.build import TemplateSource
+from agentprop._scenario.piecemeal import ANSWERED
 from agentprop._spec.bindings import Bindings
 from agentprop.oracle import TrialMemo
 
@@ -239,10 +240,18 @@ def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_
         and name == "travel_change"
         and not _TRAVEL_NO.search(c.messages[int(turn[len("turn") :]) - 1])
     }
+    # A path continued past its question (the user answers piecemeal: "dune", "MY CARD NUMBER
+    # IS 21000456", a greeting before "Go for it") fails these frozen agents on answers users
+    # write: findings about them, left to the blind adjudicators, not pinned here. Its answer as
+    # the template writes it passes (tests/test_piecemeal.py runs the bundled agents on it).
+    answered = {c.id for c in report.cases if ANSWERED in c.id}
     failing = [
         (c.id, c.messages)
         for c in report.cases
-        if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted and c.id not in unread
+        if c.verdict in ("FAIL", "UNSTABLE")
+        and c.id not in noted
+        and c.id not in unread
+        and c.id not in answered
     ]
     assert report.cases and not failing
     dated = [
@@ -251,7 +260,9 @@ def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_
         if c.id in noted and re.search(r"\b(19|20)\d\d\b", " ".join(c.messages))
     ]
     if name == "library_loans":  # its agent reads every value as re-written: nothing fails
-        assert all(c.verdict == "PASS" for c in report.cases if c.id in noted)
+        assert all(
+            c.verdict == "PASS" for c in report.cases if c.id in noted and c.id not in answered
+        )
     else:
         assert dated and any(c.verdict == "FAIL" for c in dated)  # the finding is still found
 
