@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks._support.adjudicated import (
     ADJUDICATION,
+    RETIRED,
     AdjudicationError,
     Adjudications,
     failure_from,
@@ -137,6 +138,16 @@ def test_an_edited_or_unfrozen_adjudication_is_refused(folder: Path) -> None:
     (folder / "clean_failures_more.json").write_text('{"groups": []}', encoding="utf-8")
     with pytest.raises(AdjudicationError, match="only once frozen"):
         Adjudications.load(folder)
+
+
+def test_a_retired_adjudication_judges_nothing(folder: Path) -> None:
+    same = failure_of("pharmacy", 0, "EXPLORE A ~1", TURNS, ["decision_tree.N2"])
+    judged = Adjudications.load(folder, retired={"clean_failures.json": "another world now"})
+    assert judged.verdict(same) is None and judged.files == []
+    # the project's retired files are still there, frozen, as the record of what they judged
+    for name in RETIRED:
+        assert (ADJUDICATION / name).exists()
+        assert name not in Adjudications.load(ADJUDICATION).files
 
 
 def test_the_project_adjudications_hold_their_freeze() -> None:
