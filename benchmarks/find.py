@@ -89,6 +89,7 @@ from agentprop._scenario.world import get_path, set_path  # noqa: E402
 from benchmarks._support.adjudicated import (  # noqa: E402
     Adjudications,
     Failure,
+    Tally,
     failure_from,
     failure_of,
     failure_record,
@@ -1056,12 +1057,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         "faults": n,
         "found_rate": d["found"] / n if n else 0.0,
         "baseline_found_rate": b["found"] / n if n else 0.0,
-        "clean_false_alarms": tally.false_alarms,
-        "clean_failures": tally.failures,
-        "clean_agent_errors": tally.agent_errors,
-        "clean_unadjudicated": tally.unadjudicated,
-        "clean_tester_errors": tally.tester_errors,
-        "adjudications": judged.files,
+        **_clean_keys(tally, judged),
         "baseline_clean_false_alarms": sum(len(c.failing_baseline) for c in clean),
         "clean_runs": len(clean),
         "missed_unreached": sum(r.fault_only == 0 for r in results),
@@ -1361,6 +1357,18 @@ def _blind_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _clean_keys(tally: Tally, judged: Adjudications) -> dict[str, Any]:
+    """A summary's keys for its clean runs' failures as ``judged`` split them."""
+    return {
+        "clean_false_alarms": tally.false_alarms,
+        "clean_failures": tally.failures,
+        "clean_agent_errors": tally.agent_errors,
+        "clean_unadjudicated": tally.unadjudicated,
+        "clean_tester_errors": tally.tester_errors,
+        "adjudications": judged.files,
+    }
+
+
 def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[str]:
     """Count a ``--json`` summary's false alarms again against today's adjudications.
 
@@ -1384,16 +1392,7 @@ def rejudge(out: dict[str, Any], judged: Adjudications | None = None) -> list[st
                 f"{label}: written before find.py kept each failure's input; run it again"
             )
         tally = judged.tally(failure_from(r) for c in summary["clean"] for r in c["failures"])
-        summary.update(
-            {
-                "clean_false_alarms": tally.false_alarms,
-                "clean_failures": tally.failures,
-                "clean_agent_errors": tally.agent_errors,
-                "clean_unadjudicated": tally.unadjudicated,
-                "clean_tester_errors": tally.tester_errors,
-                "adjudications": judged.files,
-            }
-        )
+        summary.update(_clean_keys(tally, judged))
         entries = summary["entries"]
         with_baseline = all("baseline_bugs" in e for e in entries)
         sides = [("default", "bugs")] + ([("baseline", "baseline_bugs")] if with_baseline else [])
