@@ -168,7 +168,9 @@ def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -
     )
     assert _normalised(merged) == _normalised(whole)
     # what the comparison covered: every kind, failing DIR pairs, a shrunk bug, claims, coverage
-    assert {c["kind"] for c in merged["cases"]} == {"MFT", "EXPLORE", "BOUNDARY", "DIR", "INV"}
+    # (PROBE: the side question about the user's data asked beside each N7 request)
+    kinds = {c["kind"] for c in merged["cases"]}
+    assert kinds == {"MFT", "EXPLORE", "PROBE", "BOUNDARY", "DIR", "INV"}
     assert any(c["kind"] == "DIR" and c["verdict"] == "FAIL" for c in merged["cases"])
     # explored paths on every shard, and first-round inputs that failed on one of them: had a
     # path's second round learned from other paths' failures, the shards' inputs would differ

@@ -507,12 +507,14 @@ def shard_traces(directory: Path, wanted: set[str]) -> dict[str, Trace]:
 
 
 def _natural_order(project: Project) -> dict[str, int]:
-    """The place of each MFT, BOUNDARY, DIR and INV case in an unsharded run (the order the run
-    makes them in); other cases keep their shards' order."""
+    """The place of each MFT, BOUNDARY, DIR, INV and PROBE case in an unsharded run (the order
+    the run makes them in); other cases keep their shards' order."""
     from agentprop._pipeline.kinds import boundary_case_ids, dir_case_id, dir_pairs
+    from agentprop._pipeline.probe import probe_case_id, probe_targets
     from agentprop.strategies._internal.boundary import boundary_values
 
     scenarios = [s.id for s in project.scenarios()]
+    targets, _ = probe_targets(project, project.scenarios())
     realisable = [
         case
         for case in boundary_values(project.spec, project.bindings)
@@ -523,6 +525,7 @@ def _natural_order(project: Project) -> dict[str, int]:
         + boundary_case_ids(realisable)
         + [dir_case_id(pair) for pair, _, _ in dir_pairs(project)]
         + [f"INV {s}" for s in scenarios]
+        + [probe_case_id(t, k) for t in targets for k in range(len(t.phrases))]
     )
     return {case_id: i for i, case_id in reversed(list(enumerate(ids)))}
 
@@ -730,6 +733,10 @@ def merge_reports(
             more = {c.id: c.runs - before[c.id] for c in cases if c.runs > before.get(c.id, c.runs)}
             top_up_info = {"policies": short, "cases": sorted(more), "runs": sum(more.values())}
             short = []
+    if skipped:  # as the unsharded run says of a policy it could not top up
+        from agentprop._pipeline.run import unpooled_policies
+
+        topped = {**unpooled_policies(project, cases, checks), **topped}
     claims = policy_claims(project, cases, checks, per_case=per_case, topped=topped)
     if short and interrupted:
         not_recomputed.append(f"the pooled top-up of {', '.join(short)} (interrupted)")

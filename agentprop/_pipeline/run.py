@@ -1180,6 +1180,23 @@ def top_up_cases(
     return mine
 
 
+NO_TOP_UP_POOL = "no passing MFT or EXPLORE case exercises it"
+"""Why a policy with cases was not topped up: none it could run again."""
+
+
+def unpooled_policies(
+    project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]]
+) -> dict[str, tuple[int, str]]:
+    """The safety policies with cases but no passing MFT or EXPLORE case among them: a top-up
+    adds them no run, and says why (the same whether the run was sharded or not)."""
+    out: dict[str, tuple[int, str]] = {}
+    for policy in safety_policies(project.spec, project.bindings):
+        mine = top_up_cases(project, policy, cases, checks)
+        if mine and not any(c.kind in TOP_UP_KINDS and c.verdict == "PASS" for c in mine):
+            out[policy] = (0, NO_TOP_UP_POOL)
+    return out
+
+
 async def top_up_policies(
     project: Project,
     cases: list[CaseReport],
@@ -1195,15 +1212,12 @@ async def top_up_policies(
     their evidence and why it stopped short (``None``: it did not)."""
     needed = zero_failure_runs(0.95, 0.95)
     out = list(cases)
-    topped: dict[str, tuple[int, str | None]] = {}
+    topped: dict[str, tuple[int, str | None]] = dict(unpooled_policies(project, out, checks))
     for policy in safety_policies(project.spec, project.bindings):
         mine = top_up_cases(project, policy, out, checks)
-        if not mine:
+        if not mine or policy in topped:
             continue
         pool = [c for c in mine if c.kind in TOP_UP_KINDS and c.verdict == "PASS"]
-        if not pool:
-            topped[policy] = (0, "no passing MFT or EXPLORE case exercises it")
-            continue
         others = sum(checks[c.id][1].runs for c in mine if c not in pool)
         targets = top_up_targets(
             {c.id: checks[c.id][1].runs for c in pool},
