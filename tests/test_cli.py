@@ -69,11 +69,14 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
         bad.rule
         == "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)"
     )
+    # the policy is violated where it fails alone: a side question asked beside a request on
+    # the refuse-auth path (a PROBE case), where the agent acts without verifying; elsewhere it
+    # fails with other clauses, which cannot say which one the run broke
     auth = next(c for c in report.claims if c.policy == "P2_AUTH_GATE")
-    assert (
-        auth.status == "not certified"
-        and "failed (with other clauses, which may hide a violation)" in auth.statement
-    )
+    assert auth.status == "violated" and auth.violating_cases
+    for case_id in auth.violating_cases:
+        clauses = {f.clause for f in by_id[case_id].failures}
+        assert clauses == {"policies.P2_AUTH_GATE"}, (case_id, clauses)
     assert by_id["END_BILLING_ANSWER<-N3_BILLING"].verdict == "PASS"
     assert report.agent.faults == {"skip_auth": 1.0}
     assert report.metrics.failed >= 1 and report.metrics.runs == sum(c.runs for c in report.cases)

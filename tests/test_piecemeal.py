@@ -18,13 +18,14 @@ from agentprop._pipeline.explore import DEFAULT_PER_PATH
 from agentprop._scenario.piecemeal import answer_text, is_piecemeal, piecemeal_scenarios
 from agentprop.agents import make_factory
 from agentprop.oracle import TrialMemo
+from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "supportops"))
 from agent import SupportOpsAgent  # noqa: E402
 
 
-def _piecemeal(name: str) -> dict[str, agentprop.Scenario]:
+def _piecemeal(name: str) -> dict[str, Scenario]:
     project = agentprop.load_project(ROOT / "examples" / name)
     return {s.id: s for s in piecemeal_scenarios(project.bindings, project.scenarios())}
 
