@@ -47,6 +47,8 @@ def test_runs_1_starts_one_run_an_inv_case_and_says_it_compared_nothing() -> Non
             "--runs 1: 1 run(s) a side, the first paraphrase only"
         )
         assert "--runs 5 or more compares every paraphrase" in case.reason
+        # the rule names the runs taken, not only the test's planned 5 a side
+        assert case.rule is not None and "1 of its 5 runs per side taken" in case.rule
 
 
 @pytest.mark.parametrize("runs", [5, 6])

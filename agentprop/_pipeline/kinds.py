@@ -526,10 +526,13 @@ async def extra_cases(
                         **lanes.for_case(),
                     )
                 report = invariance_case(scenario, variants, firsts, r, base, reused)
-                report.rule = (
-                    f"two-sample test, {r.runs_per_side} runs per side, only where "
-                    "the base case passes"
+                taken = inv_take if who is agent else None
+                per_side = (
+                    f"{taken} of its {r.runs_per_side} runs per side taken"
+                    if taken is not None and taken < r.runs_per_side
+                    else f"{r.runs_per_side} runs per side"
                 )
+                report.rule = f"two-sample test, {per_side}, only where the base case passes"
                 return report
 
             jobs.append(invariance())
