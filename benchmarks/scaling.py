@@ -51,18 +51,21 @@ AGENT = '''"""The synthetic spec's scripted agent: the group from the message, t
 
 import re
 
-GROUP = re.compile(r"\\b(g\\d{2})\\b")
-ORDER = re.compile(r"\\b([A-Z]-\\d{3,})\\b", re.IGNORECASE)
+GROUP = re.compile(r"\\b(g\\d{2})\\b", re.IGNORECASE)
+ORDER = re.compile(r"\\b([A-Z])[- ]?(\\d{3,})\\b", re.IGNORECASE)
 
 
 class GroupAgent:
     def turn(self, message, ctx):
-        group, order_id = GROUP.search(message), ORDER.search(message)
-        if group is None or order_id is None:
+        # the last one written: "O-1101 - no wait, it should be: O-1001" means O-1001;
+        # "O 1001" and "O1001" are O-1001 as users type it
+        groups, orders = GROUP.findall(message), ORDER.findall(message)
+        if not groups or not orders:
             ctx.respond(node_id="END_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="none", user_message="Which order?")
             return
-        order = ctx.call("get_order", order_id=order_id.group(1).upper())
-        leaf = f"{group.group(1)}_{order['kind']}_{order['tier']}".upper()
+        letter, digits = orders[-1]
+        order = ctx.call("get_order", order_id=f"{letter.upper()}-{digits}")
+        leaf = f"{groups[-1]}_{order['kind']}_{order['tier']}".upper()
         ctx.respond(
             node_id="END_" + leaf,
             decision="ANSWER_" + leaf,

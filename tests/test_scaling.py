@@ -10,9 +10,11 @@ from types import ModuleType
 
 import pytest
 
+import agentprop
 from agentprop._agents.project import load_project
 from agentprop._cli import main
 from agentprop._spec.model import Spec
+from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,3 +74,24 @@ def test_the_slope_is_the_exponent_of_a_power_law(scaling: ModuleType) -> None:
     assert scaling.slope([100.0, 1000.0, 10000.0], [1.0, 10.0, 100.0]) == pytest.approx(1.0)
     assert scaling.slope([100.0, 1000.0], [1.0, 100.0]) == pytest.approx(2.0)
     assert scaling.slope([100.0], [1.0]) is None
+
+
+def test_the_scripted_agent_reads_an_order_id_as_users_write_it(
+    scaling: ModuleType, tmp_path: Path
+) -> None:
+    """The benchmark's correct agent must pass the explored inputs: "O 1001", "O1001" and a
+    corrected id are the order O-1001. Was: 384 of 984 cases failed it ("CLARIFY")."""
+    scaling.write_project(tmp_path, 1, 2)
+    project = load_project(tmp_path)
+    agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
+    scenario = project.scenarios()[0]
+    group = scenario.id.split("_")[1].lower()
+    for message in (
+        f"group {group}: where is my order O 1001?",
+        f"about {group}, what is the status of order O1001?",
+        f"Group {group}: order O 1101 - no wait, it should be: order O-1001",
+    ):
+        found = agentprop.check(
+            project, scenario, agent, messages=[message], memo=TrialMemo(), raise_on_failure=False
+        )
+        assert found.verdict == "PASS", (message, found.failures)
