@@ -12,7 +12,7 @@ import pytest
 
 import agentprop
 from agentprop import TurnContext
-from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice
+from agentprop._decide.choices import REQUEST_FORMS, Choices, ChoiceSpace, TurnChoice
 from agentprop._decide.shrink import shrink
 from agentprop._pipeline.explore import DEFAULT_PER_PATH
 from agentprop._scenario.piecemeal import answer_text, is_piecemeal, piecemeal_scenarios
@@ -199,3 +199,21 @@ def test_a_piecemeal_path_is_also_written_in_chinese_and_answered_in_the_other_l
     written = [v.messages for v in ChoiceSpace(project, scenario).variants]
     assert ["请帮我取消订单，卡号后四位 4242，邮编 94107", "O-1001"] in written
     assert ["请帮我取消订单，卡号后四位 4242，邮编 94107", "Order O-1001"] in written
+
+
+def test_an_answer_is_never_written_as_a_request() -> None:
+    # "请发生在 2026-11-20", "可以发生在 2026-11-20吗？", "O-1001 asap": an answer framed as a
+    # request (please, urgency, could you ... ?, if possible, a softening particle) no longer
+    # plainly says what was asked, so those forms stay on requests
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    for scenario in piecemeal_scenarios(project.bindings, project.scenarios()):
+        space = ChoiceSpace(project, scenario)
+        rng, decks = random.Random(0), {}  # type: ignore[var-annotated]
+        drawn = [space.draw(rng, decks=decks) for _ in range(4 * DEFAULT_PER_PATH)]
+        assert all(variant[1].role == "answer" for variant in space.turn_spaces)
+        answer_steps = {st[0] for c in drawn for st in c.turns[1].steps}
+        assert answer_steps, scenario.id  # the answer is still varied
+        assert not answer_steps & set(REQUEST_FORMS), (scenario.id, answer_steps)
+        # while the first request still meets them
+        request_steps = {st[0] for c in drawn for st in c.turns[0].steps}
+        assert request_steps & set(REQUEST_FORMS), scenario.id

@@ -121,6 +121,11 @@ FAMILY_STEPS = frozenset(FAMILIES)
 """Steps that write a whole turn in an input family (docs/input-families.md)."""
 FAMILY_ORDER = FAMILIES
 _ASKING = ("indirect_request", "direct_request")
+REQUEST_FORMS = (*_ASKING, "politeness", "urgency", "formal", "hedge", "particle")
+"""The transforms that write a turn as a request (please / asap / could you ... ? / if possible /
+a softening particle): an answer to the agent's question is a statement of what was asked, and
+framed as a request it no longer plainly says it ("请发生在 ...", "可以发生在 ...吗？", "Nov 20,
+2026 asap"), so they stay off answers, as the asking ones stay off a yes or a no."""
 WORDING = ("confirmation_wording", "refusal_wording")
 """The families that say a follow-up's yes or no in other words: applied before the turn's
 other steps (:meth:`ChoiceSpace._say_in_other_words`)."""
@@ -1868,8 +1873,10 @@ class ChoiceSpace:
             for step in _available_steps(space.text, space.lang, _protected(base, space.text))
             if channel_allows(self.channel, step[0])
             # a yes or a no asked as a question ("No, don't file it yet, can you help with
-            # that?") is neither: the request families stay on requests
+            # that?") is neither, nor is an answer said as a request: the request forms stay
+            # on requests
             and not (space.role in ("confirmation", "refusal") and step[0] in _ASKING)
+            and not (space.role == "answer" and step[0] in REQUEST_FORMS)
         ]
         if space.segments:
             options.append(("segment", None))
