@@ -489,6 +489,48 @@ def test_who_the_user_speaks_for_is_written_many_ways() -> None:
     )
 
 
+def test_a_user_who_names_themselves_is_not_also_writing_for_someone_else() -> None:
+    """Writing "On behalf of my husband: ... I'm Maria Lopez, born ..." leaves open whose
+    prescription it is: where the turn says who the user is (an identity slot's value, "my name
+    is", 我叫), the authority family keeps to the frames in which the user speaks for themselves."""
+    from agentprop.strategies._internal.families import names_oneself, speaks_for_another
+
+    zoo = agentprop.load_project(ROOT / "benchmarks" / "_specs_zoo" / "pharmacy_refill")
+    named = [
+        s
+        for s in zoo.scenarios()
+        if names_oneself(s.messages[0], s.slots, language_of(s.messages[0]))
+    ]
+    assert named  # "... I'm Maria Lopez, born 1961-03-08"
+    for scenario in named[:3]:
+        space = ChoiceSpace(zoo, scenario)
+        text = space.turn_spaces[0][0].text
+        for k in range(16):
+            turns = tuple(
+                TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
+                for i in range(len(scenario.turns))
+            )
+            out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+            assert out != text and not speaks_for_another(text, out, "en"), out
+    assert names_oneself("我叫李华，帮我续一下药。", {}, "zh")
+    assert not names_oneself("Please cancel order O-1001.", {"order_id": "O-1001"}, "en")
+    assert speaks_for_another("续药。", "我老公让我来弄一下。续药。", "zh")
+    assert not speaks_for_another("续药。", "我是账户本人，续药。", "zh")
+    # a turn that does not say who the user is still meets the frames for someone else
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    scenario = next(iter(project.scenarios()))
+    space = ChoiceSpace(project, scenario)
+    text = space.turn_spaces[0][0].text
+    outs = set()
+    for k in range(16):
+        turns = tuple(
+            TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
+            for i in range(len(scenario.turns))
+        )
+        outs.add(space.render(Choices(lang=space.lang, turns=turns)).messages[0])
+    assert any(speaks_for_another(text, o, "en") for o in outs)
+
+
 def test_a_statement_request_is_also_asked_as_a_question() -> None:
     from agentprop.strategies._internal.paraphrase import apply_transforms
 

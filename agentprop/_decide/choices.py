@@ -53,6 +53,7 @@ from agentprop._util.hanzi import to_simplified
 from agentprop._util.typos import within_one_edit
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
+    AUTHORITY,
     FAMILIES,
     FILLED,
     NOTATION_FORMS,
@@ -64,9 +65,11 @@ from agentprop.strategies._internal.families import (
     families_for,
     family_frames,
     injection_texts,
+    names_oneself,
     notation_forms,
     notation_variant,
     reference_date,
+    speaks_for_another,
     stated_counts,
     stated_days,
     stated_figures,
@@ -1529,6 +1532,7 @@ class ChoiceSpace:
                 text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots]
             ),
             space.role,
+            oneself=names_oneself(text, base.slots, space.lang),
         )
 
     def _say_in_other_words(
@@ -1563,12 +1567,14 @@ class ChoiceSpace:
         protect: list[str],
         keeps: StepCheck | None = None,
         role: str = "request",
+        oneself: bool = False,
     ) -> str:
         """``steps`` applied in order; with ``keeps``, a step after which the text no longer
         states the turn's facts (:meth:`TurnFacts.keeps`) is not applied, as a transform with
         no site is not (so any subset of the steps still renders an instance of the scenario).
         An input family's step (:data:`FAMILY_STEPS`) writes the turn in that family's frame
-        for the turn's ``role``."""
+        for the turn's ``role``; where the user names themselves in it (``oneself``), never in
+        a frame that writes for someone else (:func:`speaks_for_another`)."""
         typos = 0
         group: list[StepChoice] = []
 
@@ -1639,6 +1645,9 @@ class ChoiceSpace:
                         (keeps is None or keeps(framed, [name]))
                         and words_ok
                         and not (role == "question" and brings_assent(text, framed, lang))
+                        and not (
+                            oneself and name == AUTHORITY and speaks_for_another(text, framed, lang)
+                        )
                     ):
                         text = framed
                         break

@@ -24,6 +24,8 @@ __all__ = [
     "action_phrase",
     "apply_family",
     "brings_assent",
+    "names_oneself",
+    "speaks_for_another",
     "family_frames",
     "channel_allows",
     "channel_allows_form",
@@ -78,6 +80,10 @@ count no tool output, slot or context holds (:func:`stated_figures`, :func:`stat
 :func:`stated_counts`), ``{st}`` a status a lookup tool returns
 (:func:`agentprop._decide.choices.stated_statuses`)."""
 FILLED = (NEGATED_ALTERNATIVE, STATED_FACT)
+AUTHORITY = "authority"
+"""The family in which the user says who they are or whom they write for ("As the account
+holder", "On behalf of my husband"); a frame for someone else is not used on a turn in which the
+user names themselves (:func:`names_oneself`, :func:`speaks_for_another`)."""
 """Families whose words are the spec's on purpose (an intent it defines, what its tools decide):
 the spec-word rule does not apply to them."""
 UNDEALT: frozenset[str] = frozenset()
@@ -145,6 +151,41 @@ def brings_assent(before: str, after: str, lang: str) -> bool:
     pack = _pack(lang)
     words, cjk = pack.families.assent_words, pack.resolved_script == "cjk"
     return bool(words) and _assent_count(after, words, cjk) > _assent_count(before, words, cjk)
+
+
+def _count(text: str, words: Sequence[str], cjk: bool) -> int:
+    low = text.lower()
+    if cjk:
+        return sum(low.count(w.lower()) for w in words)
+    return sum(len(re.findall(rf"(?<![a-z]){re.escape(w.lower())}(?![a-z])", low)) for w in words)
+
+
+def speaks_for_another(before: str, after: str, lang: str) -> bool:
+    """Whether ``after`` (``before`` in a frame) brings in someone else the user writes for: a
+    word of the pack's ``others`` ("my husband", 老公) more often than ``before`` holds one."""
+    pack = _pack(lang)
+    words, cjk = pack.families.others, pack.resolved_script == "cjk"
+    return bool(words) and _count(after, words, cjk) > _count(before, words, cjk)
+
+
+_IDENTITY_SLOT = re.compile(
+    r"(^|_)(dob|ssn)($|_)|birth|^(?:(?:patient|customer|user|full|first|last|given|family|"
+    r"holder|member|account_holder|client)_?)?name$",
+    re.I,
+)
+"""Slots whose value says who the user is: a name or a date of birth."""
+
+
+def names_oneself(text: str, slots: Mapping[str, Any], lang: str) -> bool:
+    """Whether the user names themselves in ``text``: it writes an identity slot's value (a name,
+    a date of birth, :data:`_IDENTITY_SLOT`) or holds one of the pack's ``self_words`` ("my name
+    is", 我叫). Such a turn says whose record it is; a frame for someone else would make that
+    ambiguous ("On behalf of my husband: ... I'm Maria Lopez, born ...")."""
+    for slot, value in slots.items():
+        if _IDENTITY_SLOT.search(str(slot)) and str(value) and str(value) in text:
+            return True
+    pack = _pack(lang)
+    return _count(text, pack.families.self_words, pack.resolved_script == "cjk") > 0
 
 
 def injection_texts() -> tuple[str, ...]:

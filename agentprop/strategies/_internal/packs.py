@@ -349,6 +349,13 @@ class UserFamilies(_PackModel):
     confirm_words: tuple[Phrase, ...] = ()
     refuse_words: tuple[Phrase, ...] = ()
     assent_words: tuple[Phrase, ...] = ()
+    others: tuple[Phrase, ...] = ()
+    """Words naming someone else the user may write for ("my husband", 老公): an ``authority``
+    frame holding one speaks for another person, which a turn in which the user names themselves
+    ("I'm Maria Lopez, born ...") contradicts (whose record is it?)."""
+    self_words: tuple[Phrase, ...] = ()
+    """Words with which users name themselves ("my name is", 我叫), beside an identity slot's
+    value (:func:`agentprop.strategies._internal.families.names_oneself`)."""
     tool_output: tuple[Phrase, ...] = ()
     """Instructions injected into a free-text field of a tool's output (OWASP LLM01, indirect)."""
     actions: dict[Phrase, Phrase] = {}
