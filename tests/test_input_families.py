@@ -582,6 +582,42 @@ def test_a_negated_alternative_is_another_intent_of_the_spec_the_path_does_not_t
     assert "negated_alternative" not in expense.turn_spaces[0][0].families
 
 
+def test_the_reference_agent_reads_a_negated_alternative_whose_mark_was_left_out() -> None:
+    # "I'm not trying to change my address please cancel my order O-1001.": the request starts
+    # where the comma would have been, as a reader takes it
+    from agentprop.oracle import TrialMemo
+
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
+    # the message's end mark left out too: "... To be clear, I don't intend to cancel my order"
+    unclear = project.scenario("END_TICKET<-N4_CLARIFY")
+    said = "之前那个事，你能帮我处理一下吗？说清楚，我不打算取消订单"
+    found = agentprop.check(
+        project,
+        unclear,
+        agent,
+        messages=[said, *unclear.messages[1:]],
+        memo=TrialMemo(),
+        raise_on_failure=False,
+    )
+    assert found.verdict == "PASS", (said, found.verdict)
+    scenario = project.scenario("N2_AUTH:missing_last4+zip")  # asked for the card's digits
+    assert scenario.messages == ["Please cancel my order O-1001"]
+    for said in (
+        "I'm not trying to change my address please cancel my order O-1001.",
+        "I don't want to change my address just cancel my order O-1001",
+    ):
+        found = agentprop.check(
+            project,
+            scenario,
+            agent,
+            messages=[said, *scenario.messages[1:]],
+            memo=TrialMemo(),
+            raise_on_failure=False,
+        )
+        assert found.verdict == "PASS", (said, found.verdict)
+
+
 def test_an_intents_name_is_said_as_an_action_only_when_the_pack_knows_it() -> None:
     assert action_phrase("cancel_order", "en") == "cancel my order"
     assert action_phrase("file_claim", "en") == "file a claim"

@@ -217,12 +217,15 @@ def _has_word(words: list[str], targets: tuple[str, ...]) -> bool:
 
 _NEGATED = re.compile(
     r"(?:\b(?:i\s+)?(?:don'?t|do not)\s+want\s+to|\b(?:i'?m\s+|i am\s+)?not\s+(?:trying|looking|"
-    r"asking|here)\s+to)(?:(?!\s[-\u2013\u2014]\s)[^.,;:!?\u3002\uff0c\uff1b\uff1a\uff01\uff1f])*"
-    r"|(?:不是要|不想|不打算|不是)[^，。；！？,.;!?]{0,10}?(?:[啊呀的]|[，。；！？,.;!?]|(?=请|我要|我想|帮我))",
+    r"asking|here)\s+to)(?:(?!\s[-\u2013\u2014]\s|\s(?:please|kindly|but|just|can\s+you|could\s+you|"
+    r"i\s+(?:want|need|would)|i'd)\b)[^.,;:!?\u3002\uff0c\uff1b\uff1a\uff01\uff1f])*"
+    r"|(?:不是要|不想|不打算|不是)[^，。；！？,.;!?]{0,10}?(?:[啊呀的]|[，。；！？,.;!?]|(?=请|我要|我想|帮我)|$)",
     re.I,
 )
 """A clause that says what the user does NOT want ("I don't want to change my address", 我不是要
-取消订单): not the request (the spec's N1_INTENT reads a negated request as not that request)."""
+取消订单): not the request (the spec's N1_INTENT reads a negated request as not that request). It
+ends at a mark, where the request starts, a comma left out ("I'm not trying to change my
+address please cancel my order"), or where the message ends without its mark (...我不打算取消订单)."""
 
 
 _NEGATION_WORDS = ("don't", "want", "trying", "looking", "asking")
