@@ -809,6 +809,10 @@ def test_the_last_four_digits_of_a_card_are_also_written_masked() -> None:
     assert notation_variant("4242", "card_masked_x", "last4") == "XXXX-XXXX-XXXX-4242"
     assert not any(f.startswith("card_") for f in notation_forms("94107", "zip"))
     assert not any(f.startswith("card_") for f in notation_forms("4242", "amount"))
+    # four digits of a card that are not its last four are never masked as if they were
+    for slot in ("card_expiry", "card_pin", "card_cvv", "card_exp_year", "card_zip"):
+        assert not any(f.startswith("card_") for f in notation_forms("0427", slot)), slot
+    assert any(f.startswith("card_") for f in notation_forms("0427", "card"))
 
 
 def test_a_country_code_is_also_written_dotted_as_a_longer_code_or_by_name() -> None:

@@ -782,13 +782,22 @@ def _count_words(value: str, slot: str, zh: bool) -> str | None:
     return "二十" if n == 20 else "十" + ("二" if n == 12 else _ZH_COUNT[n - 10])
 
 
-_CARD_SLOT = re.compile(r"last.?4|last.?four|card|ending|last_digits", re.I)
+_CARD_SLOT = re.compile(
+    r"last.?4|last.?four|ending|last_digits|(?:^|_)card(?:_?(?:number|num|no|digits))?$", re.I
+)
+"""A slot holding a card's or account's last four digits (``card_last4``, ``card``)."""
+_NOT_CARD_DIGITS = re.compile(r"exp|pin|cvv|cvc|code|year|month|zip|postal", re.I)
+"""Four digits of a card that are not its last four (an expiry, a PIN): never masked."""
 
 
 def _card(value: str, slot: str, form: str) -> str | None:
     """The last four digits of a card or account written as users copy them from a receipt or
     an app: masked (``**** 4242``, ``**** **** **** 4242``, ``XXXX-XXXX-XXXX-4242``)."""
-    if not re.fullmatch(r"\d{4}", value) or not _CARD_SLOT.search(slot):
+    if (
+        not re.fullmatch(r"\d{4}", value)
+        or not _CARD_SLOT.search(slot)
+        or _NOT_CARD_DIGITS.search(slot)
+    ):
         return None
     if form == "card_masked":
         return f"**** {value}"
