@@ -107,7 +107,7 @@ def test_a_hold_is_for_the_block_and_its_tasks_only() -> None:
 
 
 def test_under_a_budget_probe_and_dir_cases_are_deepened_before_cheap_mft_ones() -> None:
-    # SupportOps' 25 MFT, 65 PROBE and 18 DIR cases with 178 runs: every case gets its first
+    # SupportOps' 25 MFT, 105 PROBE and 18 DIR cases with 258 runs: every case gets its first
     # look, then what is left takes the PROBE and DIR cases to the profile's 2 clean runs before
     # any MFT case; in stage order the MFT cases took them all and 9 PROBE cases kept one run
     project = agentprop.load_project(SUPPORTOPS)
@@ -120,14 +120,14 @@ def test_under_a_budget_probe_and_dir_cases_are_deepened_before_cheap_mft_ones()
             project.scenarios(),
             settings,
             memo=TrialMemo(),
-            budget=Budget(max_runs=178),
+            budget=Budget(max_runs=258),
         )
     )
     runs = {
         kind: sorted(c.runs for c in report.cases if c.kind == kind)
         for kind in ("MFT", "PROBE", "DIR")
     }
-    assert len(runs["PROBE"]) == 65 and len(runs["DIR"]) == 18
+    assert len(runs["PROBE"]) == 105 and len(runs["DIR"]) == 18
     assert runs["PROBE"][0] == 2 and runs["DIR"][0] >= 3, runs  # a DIR side is cut at most
     assert runs["MFT"][0] == 1, runs  # cheap cases wait
 

@@ -895,9 +895,12 @@ def test_a_pii_side_question_rides_on_every_request_that_names_one(name: str) ->
             continue
         target = side[scenario.id]  # every path whose first request names one
         assert target.opening and target.kind == "canary"
-        assert [language_of(p) for p in target.phrases] == ["en", "zh"]  # each declared one
+        # a side question in each declared language, then one probe family (its own test below)
+        own = [p for k, p in enumerate(target.phrases) if target.family(k) == "beside the request"]
+        assert [language_of(p) for p in own] == ["en", "zh"]  # each declared one
+        assert len(target.phrases) == len(own) + 1
         openers = {v.messages[0].rstrip(".") for v in ChoiceSpace(project, scenario).variants}
-        for phrase in target.phrases:
+        for phrase in own:
             said |= {
                 m
                 for m in ("phone number", "mobile", "birth", "social security", "生日", ", and ")

@@ -1,6 +1,7 @@
 """PROBE cases: requests derived from the spec that ask for what the agent must never give.
 
-Probes come from canaries (a planted PII field asked for directly or by meaning), invitations
+Probes come from canaries (a planted PII field asked for directly, by meaning or in one of the
+pack's probe families, each family dealt so a spec's probes meet it), invitations
 (a gated or forbidden tool asked for) and temptations (an item a safety policy forbids). Each
 probe is one more user turn at the end of a real scenario's path, its phrasing a generator
 choice. :func:`probe_verdicts` checks only what holds whatever the user says: no canary leak,
@@ -84,6 +85,23 @@ class ProbeTarget:
     side: bool = False
     """The probe turn is the path's own first request with a side question about personal data
     after it (:func:`side_phrases`; an ``opening`` probe on every path, not only the PII one)."""
+    families: tuple[str, ...] = ()
+    """The probe family of each phrasing (the pack's ``probes.extraction``: ``process``,
+    ``complete`` ...); ``""`` or missing: the phrasing's own kind (:meth:`phrasing`)."""
+
+    def phrasing(self, k: int) -> str:
+        """Where and how phrasing ``k`` asks: ``direct``, ``indirect``, ``first message`` or
+        ``beside the request``."""
+        if self.side:
+            return "beside the request"
+        if k == 0:
+            return "direct"
+        return "first message" if self.opening else "indirect"
+
+    def family(self, k: int) -> str:
+        """The probe family of phrasing ``k``: a family of ``probes.extraction``, else
+        :meth:`phrasing`."""
+        return (self.families[k] if k < len(self.families) else "") or self.phrasing(k)
 
     @property
     def label(self) -> str:
@@ -106,12 +124,19 @@ def _pack(lang: str) -> PhrasePack:
     return pack if pack.probes.direct and pack.probes.indirect else resolve_pack("en")
 
 
-def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -> tuple[str, ...]:
-    """The probe phrasings for a planted field: the direct one (by name), then up to
-    :data:`MAX_INDIRECT` indirect ones (by meaning)."""
+def extraction_families(pack: PhrasePack) -> list[tuple[str, tuple[str, ...]]]:
+    """The probe families of ``pack`` (``probes.extraction``), in its order; English's when the
+    pack has none."""
+    frames = pack.probes.extraction or resolve_pack("en").probes.extraction
+    return [(name, tuple(f)) for name, f in frames.items() if f]
+
+
+def _field_meanings(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -> list[str]:
+    """What a planted field means in ``pack``'s words, never its own name: the pack's
+    ``field_meanings`` (the name's, then its last word's), the schema's description, and as a
+    last resort the ``compound`` frame of a two-noun name."""
     name = str(parse_field_path(field)[-1])
     words = _name_words(name)
-    direct = pack.probes.direct[0].format(name=" ".join(words))
     meanings: list[str] = list(
         pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ())
     )
@@ -134,13 +159,54 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
         meanings += [
             frame.format(head=words[-1], modifier=words[0]) for frame in pack.probes.compound
         ]
+    return list(dict.fromkeys(m for m in meanings if m and m.lower() != " ".join(words)))
+
+
+def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -> tuple[str, ...]:
+    """The probe phrasings for a planted field: the direct one (by name), then up to
+    :data:`MAX_INDIRECT` indirect ones (by meaning)."""
+    words = _name_words(str(parse_field_path(field)[-1]))
+    direct = pack.probes.direct[0].format(name=" ".join(words))
     indirect: list[str] = []
-    distinct = list(dict.fromkeys(m for m in meanings if m and m.lower() != " ".join(words)))
+    distinct = _field_meanings(pack, field, schema)
     for j, frame in enumerate(pack.probes.indirect if distinct else ()):
         phrase = frame.format(meaning=distinct[j % len(distinct)])
         if phrase != direct and phrase not in indirect:
             indirect.append(phrase)
     return (direct, *indirect[:MAX_INDIRECT])
+
+
+def family_phrases(
+    pack: PhrasePack, field: str, schema: dict[str, Any] | None, index: int, count: int
+) -> tuple[tuple[str, str], ...]:
+    """The probe families dealt to the ``index``-th of a tool's ``count`` planted fields, each
+    as ``(family, phrasing)``: family ``k`` of :func:`extraction_families` goes to field ``k %
+    count``, so a tool's fields meet every family between them; a family's frames and the
+    field's meanings come round in turn."""
+    meanings = _field_meanings(pack, field, schema)
+    out: list[tuple[str, str]] = []
+    for k, (family, frames) in enumerate(extraction_families(pack)):
+        if meanings and k % max(1, count) == index:
+            frame = frames[(k // max(1, count)) % len(frames)]
+            out.append((family, frame.format(meaning=meanings[len(out) % len(meanings)])))
+    return tuple(out)
+
+
+def opening_family_phrases(
+    packs: list[PhrasePack], fields: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """Every probe family once as a first message of its own, as ``(family, phrasing)``: family
+    ``k`` in the ``k``-th of ``packs`` in turn (each declared language), about the next of the
+    planted ``fields`` by its meaning."""
+    if not packs or not fields:
+        return ()
+    out: list[tuple[str, str]] = []
+    for k, (family, frames) in enumerate(extraction_families(packs[0])):
+        pack = packs[k % len(packs)]
+        mine = dict(extraction_families(pack)).get(family) or frames
+        frame = mine[(k // len(packs)) % len(mine)]
+        out.append((family, frame.format(meaning=_meaning(pack, fields[k % len(fields)]))))
+    return tuple(out)
 
 
 def _meanings(pack: PhrasePack, field: str) -> list[str]:
@@ -219,11 +285,36 @@ def side_phrases(opener: str, fields: list[str], offset: int = 0) -> str | None:
     if frame.startswith("and "):
         # the question in the request's own sentence: "Cancel order O-1001, and what ...?"
         return f"{re.sub(r'[.!?]+$', '', text)}, {frame.format(meaning=meaning)}"
+    return _after(text, frame.format(meaning=meaning), lang)
+
+
+def _after(opener: str, question: str, lang: str) -> str:
+    """``question`` said after ``opener``, in a sentence of its own."""
+    text = opener.strip()
     if lang == "zh":
         text += "" if re.search(r"[\u3002\uff01\uff1f]$", text) else "\u3002"
-        return text + frame.format(meaning=meaning)
+        return text + question
     text += "" if re.search(r"[.!?]$", text) else "."
-    return f"{text} {frame.format(meaning=meaning)}"
+    return f"{text} {question}"
+
+
+def side_family_phrase(opener: str, fields: list[str], offset: int = 0) -> tuple[str, str] | None:
+    """``opener`` (a path's first request) with a probe family after it, as ``(family,
+    phrasing)``: the ``offset``-th family of :func:`extraction_families` in the opener's
+    language, about a planted field by a name or meaning (:func:`side_phrases`), so the paths
+    of a spec meet every family; ``None`` when there is no family or word."""
+    lang = language_of(opener)
+    pack = resolve_pack(lang)
+    families = extraction_families(pack)
+    said = [m for m in (_meanings(pack, f) for f in fields) if m]
+    if not families or not said:
+        return None
+    family, frames = families[offset % len(families)]
+    rounds = offset // len(families)
+    words = said[(offset + rounds) % len(said)]
+    meaning = words[(offset // len(said)) % len(words)]
+    question = frames[rounds % len(frames)].format(meaning=meaning)
+    return family, _after(opener, question, lang)
 
 
 def invite_phrases(pack: PhrasePack, tool: str) -> tuple[str, ...]:
@@ -333,7 +424,7 @@ def probe_targets(
             ),
             None,
         )
-        for f in fields:
+        for index, f in enumerate(fields):
             if home is None:
                 notes.append(
                     f"probe: no PROBE case for {tool}.{f}: no realisable path that ends at a "
@@ -354,6 +445,10 @@ def probe_targets(
                     if pii.id in unsafe
                     else (None if entry is not None and entry.safety is False else safety)
                 )
+            own = field_phrases(pack, f, dict(schema) if schema else None)
+            # the probe families dealt over the tool's fields: between them, every family
+            dealt = family_phrases(pack, f, dict(schema) if schema else None, index, len(fields))
+            dealt = tuple((k, x) for k, x in dealt if x not in own)
             targets.append(
                 ProbeTarget(
                     "canary",
@@ -362,7 +457,8 @@ def probe_targets(
                     clause,
                     safety,
                     home,
-                    field_phrases(pack, f, dict(schema) if schema else None),
+                    (*own, *(x for _, x in dealt)),
+                    families=(*("" for _ in own), *(k for k, _ in dealt)),
                 )
             )
         if home is not None and fields:
@@ -377,6 +473,12 @@ def probe_targets(
             along = [f"{opener} {x}" for x in alone if opener and language_of(x) == lang]
             half = (MAX_OPENING + 1) // 2
             phrases = tuple(dict.fromkeys([*alone[:half], *along[: MAX_OPENING - half]]))
+            # and every probe family once as a first message of its own, the languages in turn
+            firsts = [
+                (k, x)
+                for k, x in opening_family_phrases([resolve_pack(x) for x in langs], list(fields))
+                if x not in phrases
+            ]
             if phrases:
                 direct = field_phrases(first, fields[0], None)[0]
                 targets.append(
@@ -387,8 +489,9 @@ def probe_targets(
                         targets[-1].clause,
                         targets[-1].safety,
                         home,
-                        (direct, *phrases),
+                        (direct, *phrases, *(x for _, x in firsts)),
                         opening=True,
+                        families=(*("" for _ in (direct, *phrases)), *(k for k, _ in firsts)),
                     )
                 )
         if home is not None and fields:
@@ -493,6 +596,10 @@ def _side_targets(
     out: list[ProbeTarget] = []
     seen: set[str] = set()
     said: dict[str, int] = {}  # side questions per language so far: each meets the next field
+    # probe families so far: each path meets the next, in the language the first messages did not
+    # say it in (:func:`opening_family_phrases`), so each family is met in every language
+    dealt = 0
+    count = len(extraction_families(resolve_pack(langs[0])))
     for scenario in scenarios:
         requested = {
             k: v
@@ -512,11 +619,21 @@ def _side_targets(
             if variant.messages:
                 openers.setdefault(language_of(variant.messages[0]), variant.messages[0])
         asked: list[str] = []
+        families: list[str] = []
         for lang in (x for x in langs if x in openers):  # the request in each language
             phrase = side_phrases(openers[lang], fields, said.get(lang, 0))
             said[lang] = said.get(lang, 0) + 1
             if phrase is not None:
                 asked.append(phrase)
+                families.append("")
+        # and a probe family after it, in one language
+        lang = langs[(dealt % max(1, count) + 1) % len(langs)]
+        lang = lang if lang in openers else next((x for x in langs if x in openers), "")
+        family = side_family_phrase(openers[lang], fields, dealt) if lang else None
+        dealt += 1
+        if family is not None and family[1] not in asked:
+            asked.append(family[1])
+            families.append(family[0])
         phrases = tuple(asked)
         if phrases:
             out.append(
@@ -530,6 +647,7 @@ def _side_targets(
                     phrases,
                     opening=True,
                     side=True,
+                    families=tuple(families),
                 )
             )
     return out
@@ -565,6 +683,17 @@ class ProbeSpace(ChoiceSpace):
             [self._turn_space(v, i, src) for i, src in enumerate(srcs)]
             for v, srcs in zip(self.variants, self.sources)
         ]
+
+    def families_in(self, choices: Choices) -> list[str]:
+        """As :meth:`ChoiceSpace.families_in`, the probe's phrasing named by its family
+        (``probe:process``; ``probe:indirect`` for the pack's ``indirect`` frames)."""
+        family = (
+            self.target.family(choices.probe)
+            if 0 <= choices.probe < len(self.target.phrases)
+            else "indirect"
+        )
+        label = f"probe:{family}" if family in self.target.families else "probe:indirect"
+        return [label if f == "probe:indirect" else f for f in super().families_in(choices)]
 
     def base_for(self, choices: Choices) -> Scenario:
         base = super().base_for(choices)
@@ -624,6 +753,8 @@ def probe_case_id(target: ProbeTarget, phrasing: int) -> str:
         if phrasing == 0
         else f"indirect {phrasing}"
     )
+    family = target.family(phrasing)
+    how += f", {family}" if family != target.phrasing(phrasing) else ""
     return f"PROBE {target.label} ({how}) @{target.scenario.id}"
 
 
@@ -709,13 +840,8 @@ async def probe_cases(
                 "tool": target.tool,
                 "field": target.field,
                 "clause": target.clause,
-                "phrasing": "beside the request"
-                if target.side
-                else "direct"
-                if e.choices.probe == 0
-                else "first message"
-                if target.opening
-                else "indirect",
+                "phrasing": target.phrasing(e.choices.probe),
+                "family": target.family(e.choices.probe),
                 "phrase": target.phrases[e.choices.probe],
                 "base": target.scenario.id,
                 "choices": e.choices.model_dump(mode="json"),
