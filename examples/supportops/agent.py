@@ -225,7 +225,8 @@ _NEGATED = re.compile(
 """A clause that says what the user does NOT want ("I don't want to change my address", 我不是要
 取消订单): not the request (the spec's N1_INTENT reads a negated request as not that request). It
 ends at a mark, where the request starts, a comma left out ("I'm not trying to change my
-address please cancel my order"), or where the message ends without its mark (...我不打算取消订单)."""
+address please cancel my order"), or where the message ends without its mark
+(...我不打算取消订单)."""
 
 
 _NEGATION_WORDS = ("don't", "want", "trying", "looking", "asking")
