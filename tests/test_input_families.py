@@ -512,6 +512,26 @@ def test_a_user_who_names_themselves_is_not_also_writing_for_someone_else() -> N
             )
             out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
             assert out != text and not speaks_for_another(text, out, "en"), out
+    # nor when the user says who they are in a later turn: "I'm helping my mum with this. ..."
+    # then, asked, "I'm Maria Lopez, born ..."
+    from agentprop._scenario.piecemeal import piecemeal_scenarios
+
+    later = [
+        s
+        for s in piecemeal_scenarios(zoo.bindings, zoo.scenarios())
+        if not names_oneself(s.messages[0], s.slots, "en")
+        and names_oneself(s.messages[1], s.slots, "en")
+    ]
+    assert later
+    space = ChoiceSpace(zoo, later[0])
+    text = space.turn_spaces[0][0].text
+    for k in range(16):
+        turns = tuple(
+            TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
+            for i in range(len(later[0].turns))
+        )
+        out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+        assert out != text and not speaks_for_another(text, out, "en"), out
     assert names_oneself("我叫李华，帮我续一下药。", {}, "zh")
     assert not names_oneself("Please cancel order O-1001.", {"order_id": "O-1001"}, "en")
     assert speaks_for_another("续药。", "我老公让我来弄一下。续药。", "zh")

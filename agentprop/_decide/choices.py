@@ -1532,7 +1532,12 @@ class ChoiceSpace:
                 text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots]
             ),
             space.role,
-            oneself=names_oneself(text, base.slots, space.lang),
+            # who the user is, said in any turn: "I'm helping my mum with this. ..." then "I'm
+            # Maria Lopez, born ..." leaves open whose prescription it is, as within one turn
+            oneself=any(
+                names_oneself(t.user_message, base.slots, language_of(t.user_message))
+                for t in base.turns
+            ),
         )
 
     def _say_in_other_words(
@@ -1573,8 +1578,9 @@ class ChoiceSpace:
         states the turn's facts (:meth:`TurnFacts.keeps`) is not applied, as a transform with
         no site is not (so any subset of the steps still renders an instance of the scenario).
         An input family's step (:data:`FAMILY_STEPS`) writes the turn in that family's frame
-        for the turn's ``role``; where the user names themselves in it (``oneself``), never in
-        a frame that writes for someone else (:func:`speaks_for_another`)."""
+        for the turn's ``role``; where the user names themselves in the conversation
+        (``oneself``), never in a frame that writes for someone else
+        (:func:`speaks_for_another`)."""
         typos = 0
         group: list[StepChoice] = []
 
