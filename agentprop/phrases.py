@@ -10,23 +10,22 @@ one was dropped).
 """
 
 from agentprop.errors import ParaphrasePoolError
-from agentprop.strategies._internal import (
-    TRANSFORM_NAMES,
-    Paraphrase,
+from agentprop.strategies._internal.llm_pool import (
     ParaphrasePool,
-    PhrasePack,
     RejectedParaphrase,
-    Slot,
-    Step,
-    apply_transforms,
-    builtin_languages,
-    find_slots,
     llm_paraphrase_pool,
+)
+from agentprop.strategies._internal.packs import (
+    PhrasePack,
+    builtin_languages,
     load_pack,
     load_pack_text,
     merge_packs,
     resolve_pack,
 )
+from agentprop.strategies._internal.paraphrase import Paraphrase, Step, apply_transforms
+from agentprop.strategies._internal.slots import Slot, find_slots
+from agentprop.strategies._internal.transforms import TRANSFORM_NAMES
 
 __all__ = [
     "TRANSFORM_NAMES",

@@ -9,17 +9,16 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
 from agentprop.errors import InputError, InvalidArgument
-from agentprop.strategies._internal import (
+from agentprop.strategies._internal.packs import (
     PhrasePack,
-    apply_transforms,
     builtin_languages,
+    builtin_pack_dir,
     load_pack,
     load_pack_text,
     merge_packs,
-    paraphrases,
     resolve_pack,
 )
-from agentprop.strategies._internal.packs import builtin_pack_dir
+from agentprop.strategies._internal.paraphrase import apply_transforms, paraphrases
 
 FAST = settings(
     deadline=None,

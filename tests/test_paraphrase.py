@@ -18,17 +18,16 @@ from hypothesis.database import (
 )
 
 from agentprop.errors import InvalidArgument
-from agentprop.strategies._internal import (
-    TRANSFORM_NAMES,
+from agentprop.strategies._internal.packs import resolve_pack
+from agentprop.strategies._internal.paraphrase import (
     Paraphrase,
     Step,
     apply_transforms,
-    find_slots,
+    build_plan,
     paraphrases,
-    resolve_pack,
 )
-from agentprop.strategies._internal.paraphrase import build_plan
-from agentprop.strategies._internal.slots import has_placeholder_chars
+from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars
+from agentprop.strategies._internal.transforms import TRANSFORM_NAMES
 
 # The agent profile: no deadline, no explain phase.
 FAST = settings(

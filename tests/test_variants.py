@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from agentprop.strategies._internal import paraphrases
+from agentprop.strategies._internal.paraphrase import paraphrases
 from agentprop.strategies._internal.variants import paraphrase_variants, sample
 
 

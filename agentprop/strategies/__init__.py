@@ -13,9 +13,10 @@ import importlib
 import warnings
 from typing import Any
 
-from agentprop.strategies._internal import llm_paraphrases, paraphrases
 from agentprop.strategies._internal.boundary import boundaries
 from agentprop.strategies._internal.directional import directional
+from agentprop.strategies._internal.llm_pool import llm_paraphrases
+from agentprop.strategies._internal.paraphrase import paraphrases
 from agentprop.strategies._internal.scenarios import conversations, worlds
 
 __all__ = ["boundaries", "conversations", "directional", "llm_paraphrases", "paraphrases", "worlds"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentprop.strategies._internal import Paraphrase, paraphrases
+from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
 
 if TYPE_CHECKING:  # Hypothesis is imported where a sample is drawn: a run of MFT cases needs none
     from hypothesis import strategies as st
