@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -33,16 +34,98 @@ def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
         agentprop.no_such_thing  # noqa: B018
 
 
-def test_import_agentprop_loads_no_subsystem() -> None:
-    code = (
-        "import sys, agentprop; "
-        "print(sorted(m for m in sys.modules if m.startswith(('agentprop._', 'hypothesis', "
-        "'anthropic', 'jsonschema', 'numpy')) and m != 'agentprop._version'))"
-    )
+def _fresh(code: str) -> list[str]:
+    """The lines ``code`` prints in a fresh interpreter that imports this checkout's agentprop."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
-    assert proc.stdout.strip() == "[]", proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.splitlines()
+
+
+HEAVY = ("hypothesis", "anthropic", "openai", "jsonschema", "numpy", "pydantic", "yaml")
+"""Libraries that neither ``import agentprop`` nor ``import agentprop.strategies`` loads."""
+
+LOADED = (
+    "print(sorted(m for m in sys.modules if m.startswith('agentprop.')))\n"
+    f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+)
+"""Code printing the agentprop modules loaded, then the heavy libraries loaded."""
+
+
+def test_import_agentprop_loads_no_subsystem() -> None:
+    agentprop_modules, heavy = _fresh("import sys, agentprop\n" + LOADED)
+    # not the strategies, the phrase packs or any subsystem: the errors only
+    assert ast.literal_eval(agentprop_modules) == ["agentprop._version", "agentprop.errors"]
+    assert heavy == "[]"
+
+
+def test_every_exported_name_resolves_in_a_fresh_process() -> None:
+    # -W error: no name of __all__ is one that left the top level (those warn)
+    missing = _fresh(
+        "import sys, agentprop\n"
+        "assert 'agentprop.strategies' not in sys.modules\n"
+        "print(sorted(n for n in agentprop.__all__ if getattr(agentprop, n, None) is None))\n"
+        "print(sorted(set(agentprop.__all__) - set(dir(agentprop))))\n"
+        "ns = {}\n"
+        "exec('from agentprop import *', ns)\n"
+        "print(sorted(set(agentprop.__all__) - set(ns)))"
+    )
+    assert missing == ["[]", "[]", "[]"]
+
+
+NOT_FOR_A_PARAPHRASE = (
+    "agentprop._modelapi",
+    "agentprop._scenario",
+    "agentprop._spec",
+    "agentprop.strategies._internal.boundary",
+    "agentprop.strategies._internal.directional",
+    "agentprop.strategies._internal.llm_pool",
+    "agentprop.strategies._internal.scenarios",
+)
+"""What a paraphrase does not need: the model-written pool and the model API client, the other
+strategies and the spec's solver they draw from."""
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "import agentprop.strategies as aps; aps.paraphrases",
+        "from agentprop.strategies import paraphrases",
+        # what agentprop's own modules import (the oracle's plain cases, the run's variants)
+        "import agentprop.strategies._internal.paraphrase",
+    ],
+)
+def test_a_strategy_loads_its_own_modules_only(use: str) -> None:
+    before, heavy_before, after, heavy_after = _fresh(
+        "import sys, agentprop.strategies\n" + LOADED + use + "\n" + LOADED
+    )
+    assert ast.literal_eval(before) == [
+        "agentprop._version",
+        "agentprop.errors",
+        "agentprop.strategies",
+    ]
+    assert heavy_before == "[]"
+    loaded = ast.literal_eval(after)
+    assert "agentprop.strategies._internal.paraphrase" in loaded
+    assert [m for m in loaded if m.startswith(NOT_FOR_A_PARAPHRASE)] == []
+    assert set(ast.literal_eval(heavy_after)) <= {"pydantic", "yaml"}  # the phrase packs'
+
+
+def test_the_strategies_are_loaded_from_where_they_are_defined() -> None:
+    aps = agentprop.strategies
+    assert set(aps._WHERE) == set(aps.__all__) <= set(dir(aps))
+    for name, module in aps._WHERE.items():
+        fn = getattr(importlib.import_module(module), name)
+        assert getattr(aps, name) is fn and fn.__module__ == module
 
 
 def test_the_public_modules_import() -> None:
