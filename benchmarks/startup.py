@@ -10,7 +10,9 @@ plugin's overhead is reported two ways, both from the same runs: the median over
 (time with it - time without it), each pair measured back to back so the machine's drift
 cancels; and the difference of the fastest runs (min with - min without): the runs least
 disturbed by other processes, which a busy machine slows but never speeds up. ``import agentprop``
-is timed the same way against ``python -c pass``. Whole pytest runs vary by tens of ms on a busy
+is timed the same way against ``python -c pass``, and so is what a test module that uses a strategy
+imports: ``from agentprop import strategies as aps; aps.paraphrases`` (the strategy looked up,
+not drawn: a draw imports Hypothesis as well). Whole pytest runs vary by tens of ms on a busy
 machine, more than a light plugin costs, so the cost of loading each plugin is also timed inside one
 process (CPU time of ``import agentprop.pytest_plugin`` / ``import _hypothesis_pytestplugin`` after
 ``import pytest``, in alternating order), a short interval that other processes barely touch.
@@ -28,7 +30,7 @@ JSON keys: ``plugin_overhead_ms`` (agentprop's, median), ``plugin_overhead_min_m
 ``hypothesis_plugin_overhead_ms`` (median), ``hypothesis_plugin_overhead_min_ms``,
 ``plugin_overhead_no_bytecode_ms`` (median; ``null`` when the environment writes bytecode, so
 there is no such setting to measure), ``plugin_import_ms`` and ``hypothesis_plugin_import_ms``
-(in-process, median), ``import_agentprop_ms``, ``pytest_ms`` (the median run
+(in-process, median), ``import_agentprop_ms``, ``import_strategy_ms``, ``pytest_ms`` (the median run
 with every plugin), all CPU ms; ``rounds``, ``target_ms``, ``met`` (the median overhead within
 the target).
 """
@@ -46,6 +48,8 @@ import tempfile
 from pathlib import Path
 
 TARGET_MS = 50.0
+STRATEGY = "from agentprop import strategies as aps; aps.paraphrases"
+"""What a test module that uses a strategy imports (the strategy looked up, not drawn)."""
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -137,6 +141,7 @@ def measure(rounds: int) -> dict[str, object]:
             )
         imports = {
             "agentprop": (["-c", "import agentprop"], cached),
+            "strategy": (["-c", STRATEGY], cached),
             "bare": (["-c", "pass"], cached),
         }
         for args, env in [*variants.values(), *imports.values()]:
@@ -149,8 +154,8 @@ def measure(rounds: int) -> dict[str, object]:
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 args_, env_ = variants[name]
                 runs[name].append(timed(args_, project, env_))
-            pair = list(imports) if r % 2 == 0 else list(reversed(imports))
-            for name in pair:
+            kinds = list(imports)
+            for name in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
                 args_, env_ = imports[name]
                 runs[name].append(timed(args_, project, env_))
             for name, ms in plugin_imports(
@@ -174,6 +179,7 @@ def measure(rounds: int) -> dict[str, object]:
         "plugin_import_ms": round(statistics.median(runs["agentprop_plugin"]), 1),
         "hypothesis_plugin_import_ms": round(statistics.median(runs["hypothesis_plugin"]), 1),
         "import_agentprop_ms": round(overhead(runs["agentprop"], runs["bare"])[0], 1),
+        "import_strategy_ms": round(overhead(runs["strategy"], runs["bare"])[0], 1),
         "pytest_ms": round(statistics.median(runs["all"]), 1),
         "rounds": rounds,
         "target_ms": TARGET_MS,
@@ -231,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         f"import agentprop: {result['import_agentprop_ms']} ms over `python -c "
         "pass` (bytecode cached)"
     )
+    print(f"{STRATEGY}: {result['import_strategy_ms']} ms over `python -c pass` (bytecode cached)")
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["met"] else 1
