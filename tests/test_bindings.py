@@ -570,7 +570,7 @@ def test_bad_languages_are_located(
 def test_a_language_without_a_phrase_pack_is_located(
     tmp_path: Path, bindings_text: str, supportops_spec: Spec
 ) -> None:
-    from agentprop._decide.choices import check_languages
+    from agentprop.strategies._internal.packs import check_languages
 
     text = edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]")
     path = tmp_path / "agentprop.yaml"

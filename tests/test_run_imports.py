@@ -6,7 +6,9 @@ numpy took a fifth of a second of ``agentprop run``'s start-up, for an ``isinsta
 where it is used, and a run that shrinks nothing and compares no samples never imports it. The
 same for Hypothesis (the strategies import it where a strategy is made; a run of MFT cases
 draws none), rapidfuzz (one slip is read without it), the log importers (imported cases are
-read without them), the test servers and the report renderers a run writes no file with."""
+read without them), the test servers and the report renderers a run writes no file with.
+``agentprop lint`` loads the spec, the bindings and the project, and checks a declared language
+against the phrase packs, without the oracle, the model API or the paraphrase transforms."""
 
 from __future__ import annotations
 
@@ -115,3 +117,39 @@ def test_a_run_of_a_passing_case_does_not_import_the_heavy_modules(tmp_path: Pat
     assert not [
         m for m in NOT_IMPORTED if m in modules or any(k.startswith(m + ".") for k in modules)
     ]
+
+
+LINT_DOES_NOT_IMPORT = (
+    "agentprop._decide",
+    "agentprop._judge",
+    "agentprop._modelapi",
+    "agentprop.strategies._internal.llm_pool",
+    "agentprop.strategies._internal.paraphrase",
+)
+"""What ``agentprop lint`` has no use for: the oracle and its generator's choices, the judges, the
+model API client, the model-written pool and the paraphrase transforms."""
+
+
+def test_lint_does_not_import_the_oracle_or_the_paraphrase_transforms(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "lint", str(ROOT / "examples" / "supportops")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0
+    modules = set(result["modules"])
+    # it linted the spec, loaded the project and read the phrase packs (languages: [en, zh]) ...
+    assert {
+        "agentprop._spec.lint",
+        "agentprop._agents.project",
+        "agentprop.strategies._internal.packs",
+    } <= modules
+    # ... without what only a run needs
+    assert sorted(m for m in modules if m.startswith(LINT_DOES_NOT_IMPORT)) == []

@@ -83,11 +83,11 @@ COUNT_UP_TO = 1_000_000
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
-    from agentprop._decide.choices import check_languages
     from agentprop._scenario.exits import binding_findings
     from agentprop._spec.implied import condition_variables
     from agentprop._spec.load import lint_and_load_spec, resolve_spec_path
     from agentprop.errors import LimitExceeded
+    from agentprop.strategies._internal.packs import check_languages
 
     findings, spec, source = lint_and_load_spec(args.spec)
     problems: list[str] = []

@@ -51,7 +51,7 @@ from agentprop._spec.relations import format_field_path, resolve, world_orders, 
 from agentprop._util.bulk import BulkModel
 from agentprop._util.hanzi import to_simplified
 from agentprop._util.typos import within_one_edit
-from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
+from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.strategies._internal.families import (
     AUTHORITY,
     FAMILIES,
@@ -76,7 +76,7 @@ from agentprop.strategies._internal.families import (
     turn_role,
 )
 from agentprop.strategies._internal.free_spans import render as render_free
-from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
+from agentprop.strategies._internal.packs import resolve_pack
 from agentprop.strategies._internal.paraphrase import apply_transforms, build_plan
 
 __all__ = [
@@ -92,7 +92,6 @@ __all__ = [
     "SPELLING_FORMS",
     "TurnChoice",
     "WorldChoice",
-    "check_languages",
     "TurnFacts",
     "choice_units",
     "entity_forms",
@@ -821,23 +820,6 @@ def _code_switch(text: str, host: str, phrase: str) -> str:
     body = core[: len(core) - len(end)]
     sep = "\uff0c" if host == "zh" else ", "
     return f"{body}{sep}{phrase}{end}{trail}"
-
-
-def check_languages(bindings: Bindings) -> None:
-    """Every language ``languages:`` declares has a phrase pack, or :class:`BindingsError` at
-    its line."""
-    for i, code in enumerate(bindings.languages or []):
-        try:
-            resolve_pack(code)
-        except InvalidArgument:
-            raise BindingsError(
-                f"language {code!r} has no phrase pack: exploration cannot "
-                "paraphrase messages in it",
-                location=bindings.location(("languages", i)),
-                expected=f"one of the shipped packs: {', '.join(builtin_languages())}",
-                fix="remove it from `languages:`, or add a phrase pack for it to agentprop's "
-                "strategies/ folder (docs/phrase-packs.md)",
-            ) from None
 
 
 # ----------------------------------------------------------------------------- facts a turn states

@@ -23,7 +23,7 @@ from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import live_turns
 from agentprop._decide.check import Property, decide_scenario
-from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
+from agentprop._decide.choices import Choices, ChoiceSpace
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._decide.permits import CaseLanes
@@ -37,6 +37,7 @@ from agentprop._scenario.piecemeal import piecemeal_scenarios
 from agentprop._scenario.world import stable_seed
 from agentprop._spec.bindings import ChannelBinding
 from agentprop.strategies._internal.families import channel_not_tried
+from agentprop.strategies._internal.packs import check_languages
 
 _FAILED_WEIGHT = 4.0
 _CLOSE_WEIGHT = 2.0

@@ -3,7 +3,8 @@
 One YAML pack per language ships in ``agentprop/strategies/packs/``; users add their own. Loading
 validates with pydantic and reports any problem as an :class:`~agentprop.errors.InputError` with
 file, line and column. :func:`merge_packs` extends lists, updates mappings, and honours a pack's
-``replace:`` list.
+``replace:`` list. :func:`check_languages` checks that every language a project's bindings declare
+has a pack (``agentprop lint`` asks it without loading the transforms).
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import string
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
 from agentprop._util.yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
-from agentprop.errors import InputError, InvalidArgument, SourceLocation
+from agentprop.errors import BindingsError, InputError, InvalidArgument, SourceLocation
+
+if TYPE_CHECKING:
+    from agentprop._spec.bindings import Bindings
 
 Mood = Literal["imperative", "question", "statement"]
 Script = Literal["latin", "cjk"]
@@ -751,3 +755,20 @@ def resolve_pack(lang: str, packs: object = None) -> PhrasePack:
             f"To add a language, write a pack with `lang: {lang}` and pass packs=[path]."
         )
     return merge_packs(base, *mine) if mine else base
+
+
+def check_languages(bindings: Bindings) -> None:
+    """Every language ``languages:`` declares has a phrase pack, or :class:`BindingsError` at
+    its line."""
+    for i, code in enumerate(bindings.languages or []):
+        try:
+            resolve_pack(code)
+        except InvalidArgument:
+            raise BindingsError(
+                f"language {code!r} has no phrase pack: exploration cannot "
+                "paraphrase messages in it",
+                location=bindings.location(("languages", i)),
+                expected=f"one of the shipped packs: {', '.join(builtin_languages())}",
+                fix="remove it from `languages:`, or add a phrase pack for it to agentprop's "
+                "strategies/ folder (docs/phrase-packs.md)",
+            ) from None
