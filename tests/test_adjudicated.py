@@ -162,3 +162,53 @@ def test_the_project_adjudications_hold_their_freeze() -> None:
                 "tester_error_expectation",
                 "ambiguous",
             }
+
+
+def test_the_list_to_judge_holds_exactly_the_failures_no_verdict_covers(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    folder = tmp_path / "adj"
+    folder.mkdir()
+    failure = "decision_tree.N2_VERIFY: turn 2 decided ASK_IDENTITY"
+    _write(
+        folder,
+        "clean_failures_x.json",
+        [
+            {
+                "spec": "pharmacy_refill",
+                "verdict": "agent_error",
+                "members": [_member(0, "A", TURNS, failure)],
+            }
+        ],
+    )
+    case = {"verdict": "FAIL", "failures": [{"clause": "decision_tree.N2_VERIFY"}]}
+    report = {
+        "cases": [
+            {**case, "id": "A", "messages": TURNS},  # judged
+            {**case, "id": "A", "messages": [TURNS[0], "yes"]},  # another input: not judged
+            {**case, "id": "B", "messages": TURNS},  # another case: not judged
+            {"verdict": "PASS", "id": "C", "messages": TURNS, "failures": []},
+        ]
+    }
+    (tmp_path / "r.json").write_text(json.dumps(report), encoding="utf-8")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "_support" / "unjudged.py"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--spec",
+            "pharmacy_refill",
+            "--seed",
+            "0",
+            str(tmp_path / "r.json"),
+            "--adjudications",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    listed = json.loads(done.stdout)
+    assert [(f["case"], f["turns"]) for f in listed] == [("A", [TURNS[0], "yes"]), ("B", TURNS)]
+    assert "3 failing case(s), 1 already judged, 2 to judge" in done.stderr
