@@ -208,6 +208,52 @@ def test_a_model_agent_s_tool_output_is_copied_once(
     )
 
 
+def _containers(value: Any) -> set[int]:
+    """The ids of the dicts and lists in ``value`` (itself included)."""
+    found: set[int] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            found.add(id(v))
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            found.add(id(v))
+            todo.extend(v)
+    return found
+
+
+def test_a_model_agent_s_repeated_calls_of_a_tool_keep_one_copy_of_its_output(
+    supportops_spec: Spec,
+) -> None:
+    # every call of a tool in one run gets the same default output, and a model agent only
+    # encodes it: the trace holds one copy for all the calls, not one a call (each dict of it an
+    # object the garbage collector counts towards its next collection), with the canaries in it
+    from agentprop._agents.model_agent import run_tool_call
+
+    world = World(spec=supportops_spec, seed=1, pii={"get_account": ["pii.ssn", "pii.email"]})
+    tampered: list[Any] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        for _ in range(3):
+            assert not run_tool_call(ctx, "get_account", ACCOUNT).is_error
+        # a Python agent's call still gets a copy of its own, which it may change
+        tampered.append(ctx.call("get_account", **ACCOUNT))
+        tampered[0]["plan_id"] = "tampered"
+        tampered[0]["pii"]["ssn"] = "tampered"
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"], world)
+    results = [c.result for c in trace.tool_calls]
+    assert len(results) == 4
+    expected = World(
+        spec=supportops_spec, seed=1, pii={"get_account": ["pii.ssn", "pii.email"]}
+    ).default_output("get_account")
+    assert results[:3] == [expected] * 3 and results[3] == expected
+    assert set(trace.canaries.values()) == {expected["pii"]["ssn"], expected["pii"]["email"]}
+    assert len(_containers(results[:3])) == 1 + len(_containers(results[0]))
+
+
 def test_a_handler_s_output_is_copied_for_the_trace(supportops_spec: Spec) -> None:
     # a handler may answer with state it keeps and changes later: the trace keeps its own copy
     from agentprop._agents.model_agent import run_tool_call

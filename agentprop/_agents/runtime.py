@@ -153,9 +153,10 @@ class TurnContext:
         return self._call(name, args, keep=False)
 
     def _call(self, name: str, args: dict[str, Any], *, keep: bool) -> Any:
-        """:meth:`call`. With ``keep``, a fresh output of the world (:func:`answer`) is recorded
-        in the trace as it is and returned: the caller must not change it (the model agents
-        only encode it), and it is not copied once for the trace and once for the caller."""
+        """:meth:`call`. With ``keep``, a fresh output of the world (:func:`answer`, ``shared``:
+        what is the same in every run shared with other runs' records) is recorded in the trace
+        as it is and returned: the caller must not change it (the model agents only encode it),
+        and it is not copied once for the trace and once for the caller."""
         if self._closed:
             if self._stopped and self._on_stop is not None:
                 # an abandoned worker (only a worker's turns have _on_stop) still looping on
@@ -207,7 +208,7 @@ class TurnContext:
                 f"more than {limit} tool calls this turn",
             )
         try:
-            result, fresh = answer(self.world, name, args)
+            result, fresh = answer(self.world, name, args, shared=keep)
         except ToolError as exc:
             record.error, record.error_kind = exc.message, exc.kind
             raise

@@ -49,7 +49,9 @@ run that meets one is never judged, memoised, shrunk or saved to the corpus."""
 
 
 class ToolCall(BaseModel):
-    """One call of a tool: its arguments, and either a result or an error."""
+    """One call of a tool: its arguments, and either a result or an error. A model agent's calls
+    of one tool in a run, answered with the world's default output, share one ``result`` object
+    (the output is the same each time): copy it before changing it."""
 
     model_config = ConfigDict(frozen=False)
 

@@ -2,7 +2,9 @@
 
 A :class:`World` answers tool calls for one run: default outputs are a pure function of
 ``(seed, tool name)``, with overrides, PII canaries, injected failure modes and stateful Python
-handlers on top. A world never reaches outside the process.
+handlers on top. A world never reaches outside the process. A default output is a fresh copy on
+every call, except for a caller that only reads it and keeps it (:func:`answer` with
+``shared``): the calls of one tool in one world then share one copy.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ _VALIDATORS_MEMO = "world_argument_validators"
 _ARG_CHECKS_MEMO = "world_argument_checks"
 _MEMO_LIMIT = 4096
 _MEMO_KEY_BYTES = 4096
+_UNSET: Any = object()
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -320,6 +323,8 @@ class World:
                 token = hashlib.sha256(f"{prefix}{pii_field}".encode()).hexdigest()[:8]
                 self.canaries[f"{tool}.{pii_field}"] = canary_value(str(label), token)
         self._outputs: dict[str, Any] = {}
+        self._shared_outputs: dict[str, Any] = {}
+        """Per tool, the copy of its default output that this world's shared answers give."""
         self._spec_memo: dict[str, Any] = spec_memo(self.spec)
 
     # -------------------------------------------------------------- outputs
@@ -336,6 +341,14 @@ class World:
         if pii and isinstance(out, dict):
             for f in pii:
                 _plant(out, _field_path(f), self.canaries[f"{tool}.{f}"])
+        return out
+
+    def _shared_output(self, tool: str) -> Any:
+        """:meth:`default_output`, one copy for every call of ``tool`` in this world (it is the
+        same output each time): for callers that only read it (see :func:`answer`)."""
+        out = self._shared_outputs.get(tool, _UNSET)
+        if out is _UNSET:
+            out = self._shared_outputs[tool] = self.default_output(tool)
         return out
 
     def _overridden_output(self, tool: str) -> Any:
@@ -369,7 +382,9 @@ class World:
         """Answer one tool call, or raise :class:`ToolError`."""
         return self._answer(tool, args)[0]
 
-    def _answer(self, tool: str, args: Mapping[str, Any] | None) -> tuple[Any, bool]:
+    def _answer(
+        self, tool: str, args: Mapping[str, Any] | None, shared: bool = False
+    ) -> tuple[Any, bool]:
         """:meth:`call`'s output, and whether it is fresh (see :func:`answer`)."""
         args = dict(args or {})
         spec_tool = self.spec.tools_by_name.get(tool)
@@ -388,7 +403,7 @@ class World:
         handler = self.handlers.get(tool)
         if handler is not None:
             return handler(args, self), False  # it may be state the handler keeps
-        return self.default_output(tool), True
+        return (self._shared_output(tool) if shared else self.default_output(tool)), True
 
     def _check_args(self, tool: Tool, args: dict[str, Any]) -> None:
         schema = tool.input_schema
@@ -424,13 +439,16 @@ class World:
             raise ToolError("invalid_arguments", problem)
 
 
-def answer(world: World, tool: str, args: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+def answer(
+    world: World, tool: str, args: Mapping[str, Any] | None = None, *, shared: bool = False
+) -> tuple[Any, bool]:
     """``world.call(tool, args)``, and whether its output is fresh: a copy made for this call
     that nothing else holds (a default output), which the caller may keep as it is without
-    copying it. A handler's output may be state the handler keeps and changes later, and a
-    subclass that answers calls or makes default outputs its own way may share them: not
-    fresh."""
+    copying it. With ``shared``, for a caller that only reads what it keeps, a default output is
+    one copy shared by every such call of the tool in this world (still fresh: nothing changes
+    it). A handler's output may be state the handler keeps and changes later, and a subclass
+    that answers calls or makes default outputs its own way may share them: not fresh."""
     kind = type(world)
     if kind.call is World.call and kind.default_output is World.default_output:
-        return world._answer(tool, args)
+        return world._answer(tool, args, shared)
     return world.call(tool, args), False
