@@ -221,6 +221,38 @@ _SHAPE_LIMIT = 64
 """At most this many request shapes per client (past it the memo starts afresh)."""
 
 
+class _Booking:
+    """The budget reservation of a live call's attempt in flight (``held``), booked again when
+    the call is retried (the ``on_retry`` of :func:`retry_call_async`): an attempt abandoned in
+    flight may be billed, so its worst case is charged and the next attempt's booked
+    (:class:`BudgetExhausted` here ends the call: no more attempts). An object rather than a
+    closure: a call that waits holds no cell for each variable a closure would capture."""
+
+    __slots__ = ("body", "budget", "client", "held", "text", "what")
+
+    def __init__(
+        self,
+        client: ModelClient,
+        budget: Budget,
+        body: dict[str, Any],
+        text: str,
+        what: str | None,
+        held: Reservation,
+    ) -> None:
+        self.client = client
+        self.budget = budget
+        self.body = body
+        self.text = text
+        self.what = what
+        self.held: Reservation | None = held
+
+    def __call__(self, event: RetryEvent) -> None:
+        if may_have_been_billed(event.error) and self.held is not None:
+            self.budget.charge_abandoned(self.held)
+            self.held = None
+            self.held = self.client._reserve(self.budget, self.body, self.text, self.what)
+
+
 # --------------------------------------------------------------------------------------------
 # The client
 # --------------------------------------------------------------------------------------------
@@ -551,40 +583,35 @@ class ModelClient:
         # resumption of a call (each read and write of the HTTP exchange) passes through each
         # frame of the chain
         attempt = functools.partial(provider.send, state.next_client(), body, stream=self.stream)
-        held = [reservation]  # the reservation of the attempt in flight
-        on_retry = None
-        if budget is not None and reservation is not None:
-
-            def on_retry(event: RetryEvent) -> None:
-                # an attempt abandoned in flight may be billed: charge its worst case, and
-                # book the next attempt's (BudgetExhausted here ends the call: no more attempts)
-                if may_have_been_billed(event.error) and held[0] is not None:
-                    budget.charge_abandoned(held[0])
-                    held[0] = None
-                    held[0] = self._reserve(budget, body, canonical.text, what)
-
+        booking = (
+            _Booking(self, budget, body, canonical.text, what, reservation)
+            if budget is not None and reservation is not None
+            else None
+        )
         try:
             response = await retry_call_async(
                 attempt,
                 policy=self.retry_policy,
                 rng=functools.partial(_retry_rng, seed_parts, trial),
                 stats=self.retry_stats,
-                on_retry=on_retry,
+                on_retry=booking,
                 limiter=state.limiter,
                 deadline=deadline,
             )
         except BaseException as exc:
-            if budget is not None and held[0] is not None:
+            held = booking.held if booking is not None else reservation
+            if budget is not None and held is not None:
                 if may_have_been_billed(exc):
-                    budget.charge_abandoned(held[0])
+                    budget.charge_abandoned(held)
                 else:
-                    budget.release(held[0])
+                    budget.release(held)
             if not isinstance(exc, DeadlineExceeded):
                 self._counters.bump("failed_calls")
             self._record_timeout(exc, deadline, cache, canonical, trial)
             self._record_unanswered(exc, cache, canonical, trial)
             raise
-        reservation = held[0]
+        if booking is not None:
+            reservation = booking.held
         # the answer is paid for: charge it before storing it, so that a failed write or a
         # caller cancelled meanwhile still leaves the spend on the budget
         usage = provider.usage(response)
