@@ -506,11 +506,7 @@ def test_a_user_who_names_themselves_is_not_also_writing_for_someone_else() -> N
         space = ChoiceSpace(zoo, scenario)
         text = space.turn_spaces[0][0].text
         for k in range(16):
-            turns = tuple(
-                TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
-                for i in range(len(scenario.turns))
-            )
-            out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+            out = _framed(space, "authority", k)
             assert out != text and not speaks_for_another(text, out, "en"), out
     # nor when the user says who they are in a later turn: "I'm helping my mum with this. ..."
     # then, asked, "I'm Maria Lopez, born ..."
@@ -526,11 +522,7 @@ def test_a_user_who_names_themselves_is_not_also_writing_for_someone_else() -> N
     space = ChoiceSpace(zoo, later[0])
     text = space.turn_spaces[0][0].text
     for k in range(16):
-        turns = tuple(
-            TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
-            for i in range(len(later[0].turns))
-        )
-        out = space.render(Choices(lang=space.lang, turns=turns)).messages[0]
+        out = _framed(space, "authority", k)
         assert out != text and not speaks_for_another(text, out, "en"), out
     assert names_oneself("我叫李华，帮我续一下药。", {}, "zh")
     assert not names_oneself("Please cancel order O-1001.", {"order_id": "O-1001"}, "en")
@@ -541,13 +533,7 @@ def test_a_user_who_names_themselves_is_not_also_writing_for_someone_else() -> N
     scenario = next(iter(project.scenarios()))
     space = ChoiceSpace(project, scenario)
     text = space.turn_spaces[0][0].text
-    outs = set()
-    for k in range(16):
-        turns = tuple(
-            TurnChoice(steps=((("authority", (("choice", k),)),) if i == 0 else ()))
-            for i in range(len(scenario.turns))
-        )
-        outs.add(space.render(Choices(lang=space.lang, turns=turns)).messages[0])
+    outs = {_framed(space, "authority", k) for k in range(16)}
     assert any(speaks_for_another(text, o, "en") for o in outs)
 
 
