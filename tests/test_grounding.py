@@ -655,15 +655,20 @@ def _with_policies(spec: Any, policies: list[tuple[str, str]]) -> Any:
         # a sentence forbidding to reveal data read from a tool promises no grounding: the
         # policy whose text or id names grounding wins (was: the PII policy, listed first)
         ([(P1_PII, PII_TEXT), ("P5_GROUNDED", GROUNDED_TEXT)], "policies.P5_GROUNDED"),
-        ([(P1_PII, PII_TEXT), ("P5_GROUNDED", "Balances are exact.")], "policies.P5_GROUNDED"),
+        (
+            [(P1_PII, PII_TEXT), ("P5_GROUNDED", "Balances and reference numbers are exact.")],
+            "policies.P5_GROUNDED",
+        ),
         ([(P1_PII, PII_TEXT)], "response_contract.user_message"),
         (
             [
                 ("P2_FACTS", "Plan facts come from get_account."),
-                ("P7_GROUNDED", "Balances are exact."),
+                ("P7_GROUNDED", "Balances and reference numbers are exact."),
             ],
             "policies.P7_GROUNDED",
         ),
+        # a policy of balances promises no reference id: the contract's field (it was cited)
+        ([("P5_GROUNDED", "Balances are exact.")], "response_contract.user_message"),
         # what it forbids is what no tool said: still a grounding promise
         (
             [

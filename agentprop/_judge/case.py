@@ -47,7 +47,7 @@ from agentprop._spec.grounding import (
     default_grounding,
     default_provenance,
 )
-from agentprop._spec.grounding_clause import grounding_policy
+from agentprop._spec.grounding_clause import kind_clauses, unpromised_note
 from agentprop._spec.implied import id_topics
 from agentprop._spec.model import Policy, Spec, derived, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
@@ -549,12 +549,6 @@ def spec_text(spec: Spec) -> list[str]:
     )
 
 
-def _grounding_clause(spec: Spec, field: str) -> str:
-    """The grounding policy (:func:`grounding_policy`), else the response contract's field: the
-    contract declares the field but promises nothing of what it states."""
-    return grounding_policy(spec) or f"response_contract.{field}"
-
-
 def resolve_grounding(
     spec: Spec, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None
 ) -> ResponseGrounding:
@@ -580,6 +574,7 @@ def response_expectations(
     ``tool_calls`` -> :func:`tool_actions_match`, ``tool_output`` -> :func:`evidence_grounded`,
     and the text groundings -> one :func:`response_grounded` per field."""
     resolved = resolve_grounding(spec, grounding)
+    defaults = default_grounding(spec)
     vocabulary = _vocabulary(spec)
     known_nodes = _known_nodes(spec)
     tools = [t.name for t in spec.action_tools]
@@ -620,16 +615,35 @@ def response_expectations(
                 )
             )
         text_kinds = [k for k in kinds if k in TEXT_GROUNDINGS]
-        if text_kinds:
-            grounded = _grounding_clause(spec, name)
+        # the policy for the kinds it promises, the contract's field for the rest (as with no
+        # policy): a withdrawn receipt id does not break "amounts must be computed from ..."
+        for grounded, cited in kind_clauses(spec, name, text_kinds):
+            note = (
+                unpromised_note(spec, name, cited, default=kinds == defaults.get(name))
+                if grounded == f"response_contract.{name}"
+                else ""
+            )
+            check = _grounded(
+                name, cited, "ids" in text_kinds, vocabulary, resolved, own_words, grounded
+            )
             out.append(
-                Expectation(
-                    "response_grounded",
-                    grounded,
-                    _grounded(name, text_kinds, vocabulary, resolved, own_words, grounded),
-                )
+                Expectation("response_grounded", grounded, _noted(check, note) if note else check)
             )
     return out
+
+
+def _noted(check: Check, note: str) -> Check:
+    """``check``, its failures explained with ``note`` too."""
+
+    def noted(trace: Trace) -> Verdict | list[Verdict]:
+        out = check(trace)
+        return (
+            out.model_copy(update={"explanation": f"{out.explanation} ({note})"})
+            if isinstance(out, Verdict) and not out.passed
+            else out
+        )
+
+    return noted
 
 
 def _percentages(rule: str, clause: str, trace: Trace) -> Verdict:
@@ -664,6 +678,7 @@ def _evidence(field: str, tools: list[str], vocabulary: AbstractSet[str], clause
 def _grounded(
     field: str,
     kinds: list[str],
+    ids_checked: bool,
     vocabulary: AbstractSet[str],
     resolved: ResponseGrounding,
     own_words: list[str],
@@ -678,4 +693,5 @@ def _grounded(
         spec_text=own_words,
         today=resolved.today,
         clause=clause,
+        ids_checked=ids_checked,
     )

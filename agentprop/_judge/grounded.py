@@ -1102,6 +1102,7 @@ def response_grounded(
     min_similarity: float = 85.0,
     today: dt.date | None = None,
     clause: str | None = None,
+    ids_checked: bool | None = None,
 ) -> Verdict:
     """What response field ``field`` states is traceable to a tool output of the same or an
     earlier turn, or to the user's turns (or to ``extra_sources``, e.g. the runtime context).
@@ -1119,7 +1120,8 @@ def response_grounded(
     words ("the last 4 digits", reply "yes"), but its examples are not world facts, so it
     grounds no id, value or list item. For
     ``user_message`` the free text the agent showed outside ``respond`` is checked too. A turn
-    without the field is skipped.
+    without the field is skipped. With ``ids_checked`` (default: ``"ids"`` is one of ``kinds``),
+    the digits of an id are not numbers: the field's ids are checked, here or by another call.
     """
     unknown = [k for k in kinds if k not in TEXT_GROUNDINGS]
     if unknown:
@@ -1144,7 +1146,7 @@ def response_grounded(
                 vocabulary=vocabulary,
                 rel_tol=rel_tol,
                 min_similarity=min_similarity,
-                ids_checked="ids" in kinds,
+                ids_checked="ids" in kinds if ids_checked is None else ids_checked,
             )
             if bad is not None:
                 near = sources.nearest(kind, bad)
