@@ -4,6 +4,7 @@ promises, ``response_contract.<field>`` for the rest (agentprop/_spec/grounding_
 from __future__ import annotations
 
 import functools
+import io
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,26 @@ def test_the_kinds_a_grounding_policy_promises_are_read_from_its_subject(
     assert scope.clause == "policies.P9_GROUNDED"
     every = "ids list_items numbers quoted value"
     assert " ".join(sorted(scope.kinds)) == (kinds or every)
+
+
+def _lint(directory: Path) -> tuple[int, str]:
+    from agentprop._cli import main
+
+    out = io.StringIO()
+    code = main(["lint", str(directory)], out=out)
+    return code, out.getvalue()
+
+
+def test_lint_says_which_kinds_are_cited_under_which_clause() -> None:
+    code, text = _lint(EXPENSEGUARD)
+    (line,) = [line for line in text.splitlines() if "L023" in line]
+    assert "info L023: policy P4_GROUNDED_MATH speaks of amount, limits, totals" in line, line
+    assert "cited under it only for user_message's numbers" in line, line
+    assert "user_message's ids, quoted values, list items" in line, line
+    assert "receipt_id's value" in line, line
+    assert "under response_contract.<field>" in line, line
+    assert code == 0  # a notice: the exit code is the errors'
+    assert text.rstrip().endswith("0 error(s), 5 warning(s), 2 info"), text
+    # a generic promise, or every kind named: nothing to say
+    for generic in (SUPPORTOPS, PHARMACY):
+        assert "L023" not in _lint(generic)[1]

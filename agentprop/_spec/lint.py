@@ -99,6 +99,7 @@ class _Linter:
         self.policy_references()
         self.optional_fields()
         self.rubrics()
+        self.grounding_kinds()
         return self.findings
 
     def yaml_duplicates(self) -> None:
@@ -680,6 +681,39 @@ class _Linter:
                 fix="write the rubric as a string, or as a mapping with `text:` (a string) and "
                 "`criteria:` (a list of strings)",
             )
+
+    def grounding_kinds(self) -> None:
+        """L023: the grounding policy promises only some kinds of what a reply states; the
+        others are cited under ``response_contract.<field>`` (a notice: the spec is not wrong,
+        its author may not expect it)."""
+        from agentprop._spec.grounding import TEXT_GROUNDINGS, default_grounding
+        from agentprop._spec.grounding_clause import grounding_scope, kind_clauses, named_kinds
+
+        scope = grounding_scope(self.spec)
+        if scope.clause is None:
+            return
+        kept: list[str] = []
+        moved: list[str] = []
+        for field, kinds in default_grounding(self.spec).items():
+            text = [k for k in kinds if k in TEXT_GROUNDINGS]
+            for clause, cited in kind_clauses(self.spec, field, text):
+                (kept if clause == scope.clause else moved).append(named_kinds(field, cited))
+        if not moved:
+            return
+        policy = scope.clause.removeprefix("policies.")
+        index = next(i for i, p in enumerate(self.spec.policies) if p.id == policy)
+        self.add(
+            "L023",
+            "info",
+            f"policy {policy} speaks of {', '.join(scope.words)}: an ungrounded statement is "
+            f"cited under it only for {'; '.join(kept) or 'nothing'}; "
+            f"{'; '.join(moved)} are checked by default and cited under "
+            "response_contract.<field>",
+            ("policies", index, "text"),
+            f'to cite {policy} for them too, name them in its text ("... and ids must be '
+            'grounded in tool output"); to check a field differently, set `response:` in the '
+            "bindings",
+        )
 
 
 def _repeats(names: Iterable[str]) -> Iterator[tuple[int, int, str]]:
