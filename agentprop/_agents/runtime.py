@@ -26,7 +26,7 @@ from typing import Any, NoReturn, Protocol
 
 from pydantic_core import PydanticSerializationError
 
-from agentprop._agents.ownloop import _OwnLoop
+from agentprop._agents.ownloop import OWN_LOOPS, _OwnLoop
 from agentprop._scenario.trace import (
     INFRASTRUCTURE_KINDS,
     ErrorKind,
@@ -929,12 +929,13 @@ async def arun_conversation(
 ) -> Trace:
     """Run one conversation and return its trace (never raises for agent faults).
 
-    An async agent's turns run on an event loop (a user's on one of its own), each within
-    ``turn_timeout_s``. A sync
-    agent's turns run on one worker thread for the whole conversation, so that a turn stuck
-    past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline, with the loop
-    set aside. Either way they, and a user's sync agent class or sync factory function as it
-    builds the agent (:func:`_build`), may start a loop of their own (``asyncio.run``)."""
+    An async agent's turns run on an event loop (a user's on one of its own, taken from
+    :data:`~agentprop._agents.ownloop.OWN_LOOPS` and given back if clean), each within
+    ``turn_timeout_s``. A sync agent's turns run on one worker thread for the whole
+    conversation, so that a turn stuck past the timeout can be abandoned; with
+    ``turn_timeout_s=None`` they run inline, with the loop set aside. Either way they, and a
+    user's sync agent class or sync factory function as it builds the agent (:func:`_build`),
+    may start a loop of their own (``asyncio.run``)."""
     trace = Trace(
         case_id=case_id,
         trial=trial,
@@ -960,7 +961,7 @@ async def arun_conversation(
         return _finished(trace)
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
     own = (
-        _OwnLoop(f"agentprop-agent-loop-{case_id}-{trial}")
+        OWN_LOOPS.take(f"agentprop-agent-loop-{case_id}-{trial}")
         if turn_timeout_s is not None and _needs_own_loop(agent, fn)
         else None
     )
@@ -970,9 +971,12 @@ async def arun_conversation(
         else:
             await _converse_on_loop(turns, fn, own=own)
         await _close_conversation(agent, trace, turn_timeout_s, own)
-    finally:
+    except BaseException:  # cancelled, or a real Ctrl-C: the loop is not waited for
         if own is not None:
             own.stop()
+        raise
+    if own is not None:  # kept for the next conversation if clean, else abandoned
+        await OWN_LOOPS.give_back(own)
     trace.duration_s = time.perf_counter() - started
     return _finished(trace)
 
