@@ -343,3 +343,28 @@ def test_own_loops_are_closed_at_exit_without_a_warning(
     assert done.stdout.split("\n")[:2] == ["ran", "threads left: 0"], done.stdout + done.stderr
     for warning in ("unclosed event loop", "Task was destroyed", "Event loop is closed"):
         assert warning not in done.stderr, done.stderr
+
+
+def test_a_timer_or_setting_left_by_a_conversation_keeps_its_loop_from_reuse(
+    supportops_spec: Spec,
+) -> None:
+    fired: list[str] = []
+
+    async def leaves_a_timer(message: str, ctx: TurnContext) -> None:
+        threads.append(threading.current_thread())
+        asyncio.get_running_loop().call_later(0.2, fired.append, "timer")
+        respond(ctx)
+
+    async def sets_a_handler(message: str, ctx: TurnContext) -> None:
+        threads.append(threading.current_thread())
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: None)
+        respond(ctx)
+
+    for leaves in (leaves_a_timer, sets_a_handler):
+        threads: list[threading.Thread] = []
+        run(supportops_spec, lambda: on_thread(threads))
+        assert not run(supportops_spec, lambda: leaves).errored  # noqa: B023 (called at once)
+        run(supportops_spec, lambda: on_thread(threads))
+        assert threads[0] is threads[1]  # reused while clean
+        assert threads[2] is not threads[1]  # not once the agent left something on it
+    assert fired == []  # the timer never fired in a later run: its loop was closed

@@ -4,8 +4,9 @@ A turn that blocks that loop (``time.sleep`` inside ``async def turn``) is still
 the runner's loop; the loop and its thread, which nothing waits for then, are abandoned as a sync
 agent's thread is. A conversation takes an idle loop from :data:`OWN_LOOPS` (or starts one) and
 gives it back at its end only if nothing of it was abandoned: no turn was given up on, no agent
-code escaped the loop, and every task the agent left on it was cancelled and finished (as closing
-the loop would) within :data:`DRAIN_TIMEOUT_S`. An abandoned loop is never reused: it is stopped,
+code escaped the loop, every task the agent left on it was cancelled and finished (as closing
+the loop would) within :data:`DRAIN_TIMEOUT_S`, and the agent left no timer pending nor a loop
+setting changed. An abandoned loop is never reused: it is stopped,
 and closes itself once it gets control. Idle loops are bounded in number, and closed when their
 pool is dropped or at interpreter exit.
 """
@@ -33,6 +34,7 @@ class _OwnLoop:
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
+        self.debug = self.loop.get_debug()
         self.tainted = False
         """Something of it was abandoned (a turn given up on, agent code that escaped the loop):
         it must not be reused."""
@@ -85,11 +87,13 @@ class _OwnLoop:
         for _ in range(_DRAIN_ROUNDS):
             left = [task for task in asyncio.all_tasks() if task is not me]
             if not left:
-                return True
+                return _as_new(asyncio.get_running_loop(), self.debug)
             for task in left:
                 task.cancel()
             await asyncio.wait(left)
-        return not [task for task in asyncio.all_tasks() if task is not me]
+        return not [task for task in asyncio.all_tasks() if task is not me] and _as_new(
+            asyncio.get_running_loop(), self.debug
+        )
 
     async def drained(self) -> bool:
         """Whether this loop is clean for another conversation, the tasks left on it cancelled
@@ -111,6 +115,21 @@ class _OwnLoop:
                 self.loop.call_soon_threadsafe(self.loop.stop)
             except RuntimeError:  # closed meanwhile
                 pass
+
+
+def _as_new(loop: asyncio.AbstractEventLoop, debug: bool) -> bool:
+    """Whether ``loop`` (its tasks drained) is as a new one would be for the next conversation:
+    no timer the agent scheduled still pending (``call_later``: it would fire in another run),
+    and no task factory, exception handler or debug mode the agent set. A loop whose pending
+    timers cannot be listed (not CPython's ``_scheduled``) is never reused."""
+    scheduled = getattr(loop, "_scheduled", None)
+    if not isinstance(scheduled, list) or any(not h.cancelled() for h in scheduled):
+        return False
+    return (
+        loop.get_task_factory() is None
+        and loop.get_exception_handler() is None
+        and loop.get_debug() == debug
+    )
 
 
 def _stop_all(idle: list[_OwnLoop], within_s: float) -> None:
